@@ -1,0 +1,1 @@
+"""Sources of scored discharges (Kafka, embedded replay)."""

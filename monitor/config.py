@@ -1,0 +1,225 @@
+"""Typed configuration: a TOML file on top of the SPEC section 9 defaults.
+
+Why a typed model: a governance team edits this file by hand, and a typo in a
+threshold or a group code must stop the service at start-up with a message that
+names the field, not surface weeks later as a silently wrong verdict.
+
+Example (TOML)::
+
+    [axis1]
+    K = 500
+    N = 10000
+
+    [[attributes]]
+    name = "race"
+    groups = { "0" = "Native American", "1" = "Asian/Pacific Islander" }
+
+    [metrics.DI]
+    threshold = 0.8
+    direction = ">="
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Direction = Literal[">=", "<=", "abs<="]
+
+#: Metric names the engine knows (SPEC section 2, plus the named calibration variant).
+KNOWN_METRICS: tuple[str, ...] = ("DI", "SPD", "EOPP", "EOD", "TI", "PP", "CAL", "CAL_GAP")
+
+#: SPEC section 2 defaults: threshold and pass direction per metric.
+DEFAULT_METRIC_RULES: dict[str, dict[str, Any]] = {
+    "DI": {"threshold": 0.80, "direction": ">="},
+    "SPD": {"threshold": 0.10, "direction": "abs<="},
+    "EOPP": {"threshold": 0.10, "direction": "abs<="},
+    "EOD": {"threshold": 0.10, "direction": "abs<="},
+    "TI": {"threshold": 0.10, "direction": "<="},
+    "PP": {"threshold": 0.10, "direction": "abs<="},
+    "CAL": {"threshold": 0.05, "direction": "<="},
+}
+
+#: Default protected attributes and their group codes (Texas-100X style codes).
+DEFAULT_ATTRIBUTES: list[dict[str, Any]] = [
+    {
+        "name": "race",
+        "groups": {
+            "0": "Native American",
+            "1": "Asian/Pacific Islander",
+            "2": "Black",
+            "3": "White",
+            "4": "Other",
+        },
+    },
+    {"name": "sex", "groups": {"0": "Male", "1": "Female"}},
+    {"name": "ethnicity", "groups": {"0": "Hispanic", "1": "Not Hispanic"}},
+    {
+        "name": "age_group",
+        "groups": {"0": "<18", "1": "18-44", "2": "45-64", "3": "65+"},
+    },
+]
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with the dotted path of the offending field."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"invalid configuration: field '{field}': {message}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricRule(_Strict):
+    """A metric of the audit grid and its pass rule."""
+
+    name: str
+    threshold: float
+    direction: Direction
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in KNOWN_METRICS:
+            raise ValueError(f"unknown metric {v!r}; allowed: {', '.join(KNOWN_METRICS)}")
+        return v
+
+
+class AttributeConfig(_Strict):
+    """A protected attribute: its field name and allowed group codes -> display names."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    groups: dict[str, str]
+
+    @field_validator("groups")
+    @classmethod
+    def _non_empty(cls, v: dict[str, str]) -> dict[str, str]:
+        if len(v) < 2:
+            raise ValueError("an attribute needs at least two group codes")
+        return v
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(self.groups)
+
+
+class Axis1Config(_Strict):
+    """SPEC section 3 parameters."""
+
+    K: int = Field(500, ge=10, le=100_000)
+    N: int = Field(10_000, ge=1)
+    tau_vfr: float = Field(0.10, ge=0.0, le=0.5)
+    min_group_support: int = Field(20, ge=1)
+    score_bins: int = Field(10, ge=2, le=100)
+    seed: int = Field(20_261_129, ge=0)
+    threads: int = Field(2, ge=1, le=64)
+
+
+class DecisionConfig(_Strict):
+    """How a decision is derived when a record carries none: score >= threshold."""
+
+    threshold: float = Field(0.5, ge=0.0, le=1.0)
+    #: Optional per-model, per-attribute, per-group thresholds: {"model": {"race": {"2": 0.45}}}
+    per_group: dict[str, dict[str, dict[str, float]]] = Field(default_factory=dict)
+
+
+class WindowConfig(_Strict):
+    """Rolling window per model: last `size` records (count) or last `days` (time)."""
+
+    kind: Literal["count", "time"] = "count"
+    size: int = Field(10_000, ge=1)
+    days: float = Field(30.0, gt=0)
+    hop_records: int = Field(1_000, ge=1)
+    hop_seconds: float = Field(60.0, gt=0)
+
+
+class MonitorConfig(_Strict):
+    """The whole configuration, with SPEC section 9 defaults."""
+
+    attributes: list[AttributeConfig] = Field(
+        default_factory=lambda: [AttributeConfig(**a) for a in DEFAULT_ATTRIBUTES]
+    )
+    metrics: list[MetricRule] = Field(
+        default_factory=lambda: [MetricRule(name=k, **v) for k, v in DEFAULT_METRIC_RULES.items()]
+    )
+    axis1: Axis1Config = Field(default_factory=Axis1Config)
+    decision: DecisionConfig = Field(default_factory=DecisionConfig)
+    window: WindowConfig = Field(default_factory=WindowConfig)
+    confirm_windows: int = Field(2, ge=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> MonitorConfig:
+        names = [a.name for a in self.attributes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"attribute names must be unique, got {names}")
+        if not self.metrics:
+            raise ValueError("at least one metric is required")
+        return self
+
+    def attribute(self, name: str) -> AttributeConfig:
+        for a in self.attributes:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+
+def _metrics_from_toml(raw: Any) -> Any:
+    """Accept ``[metrics.DI] threshold=..`` tables as well as a list of rules."""
+    if isinstance(raw, Mapping):
+        out = []
+        for name, rule in raw.items():
+            base = dict(DEFAULT_METRIC_RULES.get(name, {}))
+            if isinstance(rule, Mapping):
+                base.update(rule)
+            out.append({"name": name, **base})
+        return out
+    return raw
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "<root>"
+
+
+def config_from_mapping(raw: Mapping[str, Any]) -> MonitorConfig:
+    """Build a config from parsed TOML/JSON, raising ConfigError naming the field."""
+    data = dict(raw)
+    if "metrics" in data:
+        data["metrics"] = _metrics_from_toml(data["metrics"])
+    try:
+        return MonitorConfig(**data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err.get("loc", ()))
+        # Name metrics and attributes by their name rather than list index.
+        if len(loc) >= 2 and loc[0] in ("metrics", "attributes") and isinstance(loc[1], int):
+            items = data.get(loc[0]) or []
+            if loc[1] < len(items) and isinstance(items[loc[1]], Mapping):
+                loc = (loc[0], items[loc[1]].get("name", loc[1]), *loc[2:])
+        msg = err.get("msg", "invalid value")
+        if err.get("type") == "literal_error":
+            expected = (err.get("ctx") or {}).get("expected", "")
+            msg = f"got {err.get('input')!r}; allowed values: {expected}"
+        elif err.get("type") == "extra_forbidden":
+            msg = "unknown field"
+        raise ConfigError(_field_path(loc), msg) from None
+
+
+def load_config(path: str | Path | None = None) -> MonitorConfig:
+    """Load a TOML config file (or the defaults when path is None)."""
+    if path is None:
+        return MonitorConfig()
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("<file>", f"config file not found: {p}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("<file>", f"not valid TOML: {exc}") from None
+    return config_from_mapping(raw)

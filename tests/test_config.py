@@ -1,0 +1,102 @@
+"""Configuration: SPEC defaults, and start-up errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor.cli import main
+from monitor.config import ConfigError, MonitorConfig, config_from_mapping, load_config
+
+
+def test_defaults_are_spec_section_9():
+    c = MonitorConfig()
+    assert (c.axis1.K, c.axis1.N, c.axis1.tau_vfr, c.axis1.min_group_support) == (
+        500,
+        10_000,
+        0.10,
+        20,
+    )
+    assert c.confirm_windows == 2
+    rules = {r.name: (r.threshold, r.direction) for r in c.metrics}
+    assert rules == {
+        "DI": (0.80, ">="),
+        "SPD": (0.10, "abs<="),
+        "EOPP": (0.10, "abs<="),
+        "EOD": (0.10, "abs<="),
+        "TI": (0.10, "<="),
+        "PP": (0.10, "abs<="),
+        "CAL": (0.05, "<="),
+    }
+    assert [a.name for a in c.attributes] == ["race", "sex", "ethnicity", "age_group"]
+
+
+def test_toml_file_overrides(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text(
+        """
+[axis1]
+K = 200
+[metrics.DI]
+threshold = 0.9
+[metrics.SPD]
+[[attributes]]
+name = "sex"
+groups = { F = "Female", M = "Male" }
+"""
+    )
+    c = load_config(p)
+    assert c.axis1.K == 200 and c.axis1.N == 10_000
+    assert [(r.name, r.threshold, r.direction) for r in c.metrics] == [
+        ("DI", 0.9, ">="),
+        ("SPD", 0.10, "abs<="),
+    ]
+    assert c.attribute("sex").codes == ("F", "M")
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "fragment"),
+    [
+        ({"axis1": {"K": 0}}, "axis1.K", "greater than or equal"),
+        ({"axis1": {"tau_vfr": 0.7}}, "axis1.tau_vfr", "0.5"),
+        ({"axis1": {"Kay": 5}}, "axis1.Kay", "unknown field"),
+        (
+            {"metrics": {"XYZ": {"threshold": 1, "direction": ">="}}},
+            "metrics.XYZ.name",
+            "allowed: DI",
+        ),
+        ({"metrics": {"DI": {"direction": ">"}}}, "metrics.DI.direction", "allowed values: '>='"),
+        (
+            {"attributes": [{"name": "race", "groups": {"1": "x"}}]},
+            "attributes.race.groups",
+            "two group",
+        ),
+        (
+            {"attributes": [{"name": "Race!", "groups": {"1": "x", "2": "y"}}]},
+            "attributes.Race!.name",
+            "pattern",
+        ),
+        ({"window": {"kind": "sliding"}}, "window.kind", "'count' or 'time'"),
+    ],
+)
+def test_bad_config_names_the_field(raw, field, fragment):
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping(raw)
+    assert info.value.field == field
+    assert f"field '{field}'" in str(info.value)
+    assert fragment in str(info.value)
+
+
+def test_cli_fails_at_start_up_on_bad_config(tmp_path, capsys):
+    p = tmp_path / "bad.toml"
+    p.write_text("[axis1]\nK = -3\n")
+    assert main(["bench", "axis1", "--config", str(p)]) == 2
+    assert "axis1.K" in capsys.readouterr().err
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+    bad = tmp_path / "x.toml"
+    bad.write_text("[axis1\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
