@@ -1,0 +1,1 @@
+"""Scheduled batch axes of the VFR monitor (pure computations, no I/O)."""
