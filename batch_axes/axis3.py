@@ -1,0 +1,663 @@
+"""Axis 3 (SPEC section 5): do hospitals agree on a cell's verdict?
+
+The audit cohort is split into K_hosp folds by hospital (scikit-learn's
+GroupKFold: balanced fold sizes, no hospital in two folds). For each metric,
+every attribute cell gets a point verdict on every fold; Fleiss' kappa over the
+(attributes x folds) verdict matrix says whether the folds, as raters, agree
+beyond chance. A low kappa means the verdict depends on which hospitals happen
+to be audited, so the cell fails Axis 3.
+
+Why counts instead of records: one ``np.bincount`` per attribute turns the
+cohort into (hospital, group, label, decision, score bin) count arrays; a fold's
+table is the sum of its hospitals' arrays and every fold of every metric is one
+vectorised call of the shared metric functions. Nothing per record is copied
+per fold, so 1,000,000 records x 20 folds x 28 cells costs a few bincounts.
+
+Hospital ids may identify a site, so no result here carries them: folds are
+described by their record counts only.
+
+Example:
+    >>> import numpy as np
+    >>> round(fleiss_kappa_from_pass_counts(np.array([0, 20, 20, 0]), 20)[0], 12)
+    1.0
+    >>> landis_koch_band(0.55)
+    'moderate'
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import GroupKFold
+
+from monitor.config import AttributeConfig, MetricRule, MonitorConfig
+from monitor.counts import score_bins
+from monitor.metrics import METRICS, Tallies, passes
+
+#: SPEC section 9 defaults.
+DEFAULT_FOLDS = 20
+DEFAULT_KAPPA_CUTOFF = 0.40
+
+
+# ----------------------------------------------------------------------------- Fleiss' kappa
+def fleiss_kappa(ratings: np.ndarray) -> tuple[float, bool]:
+    """Fleiss' kappa of an (items x categories) matrix of rater counts, and a degenerate flag.
+
+    From the definition: P_i = (sum_j n_ij^2 - n) / (n (n - 1)) is the agreement
+    on item i among its n raters, P_bar their mean, p_j the share of all ratings
+    in category j, P_e = sum_j p_j^2 the agreement expected by chance, and
+    kappa = (P_bar - P_e) / (1 - P_e).
+
+    When every rating falls in one category, P_e = 1 and kappa is 0/0. SPEC
+    section 5 reports that as perfect agreement: (1.0, True). Degeneracy is
+    decided on the integer column totals, not on a float P_e, so rounding can
+    never turn an ordinary matrix into a degenerate one or back.
+    """
+    n_ij = np.asarray(ratings, dtype=np.float64)
+    if n_ij.ndim != 2 or n_ij.shape[0] < 1 or n_ij.shape[1] < 1:
+        raise ValueError("ratings must be a non-empty (items x categories) matrix")
+    if np.any(n_ij < 0) or np.any(n_ij != np.rint(n_ij)):
+        raise ValueError("ratings must be non-negative integer counts")
+    raters = n_ij.sum(axis=1)
+    n = raters[0]
+    if np.any(raters != n):
+        raise ValueError("every item must have the same number of raters")
+    if n < 2:
+        raise ValueError("agreement needs at least two raters per item")
+    if np.count_nonzero(n_ij.sum(axis=0)) <= 1:
+        return 1.0, True
+    P_i = ((n_ij * n_ij).sum(axis=1) - n) / (n * (n - 1.0))
+    P_bar = float(P_i.mean())
+    p_j = n_ij.sum(axis=0) / (n_ij.shape[0] * n)
+    P_e = float((p_j * p_j).sum())
+    return (P_bar - P_e) / (1.0 - P_e), False
+
+
+def fleiss_kappa_from_pass_counts(n_pass: np.ndarray, raters: int) -> tuple[float, bool]:
+    """Fleiss' kappa for binary pass/fail items given how many of ``raters`` passed each."""
+    k = np.asarray(n_pass, dtype=np.int64).reshape(-1)
+    if np.any(k < 0) or np.any(k > raters):
+        raise ValueError("pass counts must lie between 0 and the number of raters")
+    return fleiss_kappa(np.column_stack([k, raters - k]))
+
+
+def landis_koch_band(kappa: float) -> str:
+    """The Landis-Koch label of a kappa, with SPEC section 5's closed upper bounds."""
+    if math.isnan(kappa):
+        raise ValueError("kappa is NaN; an undefined kappa has no band")
+    if kappa < 0:
+        return "poor"
+    if kappa <= 0.20:
+        return "slight"
+    if kappa <= 0.40:
+        return "fair"
+    if kappa <= 0.60:
+        return "moderate"
+    if kappa <= 0.80:
+        return "substantial"
+    return "almost perfect"
+
+
+# ----------------------------------------------------------------------------- folds
+@dataclass(frozen=True, eq=False)
+class HospitalFolds:
+    """Which fold every record and hospital belongs to, or why Axis 3 cannot run.
+
+    Hospitals are numbered by the rank of their id in sorted order (the order
+    GroupKFold uses); the ids themselves are not kept. Records without a
+    hospital id have hospital and fold -1.
+    """
+
+    applicable: bool
+    reason: str  # why not applicable; "" when applicable
+    note: str  # what was adapted (fewer folds, excluded records); "" when nothing
+    n_folds_requested: int
+    n_folds: int  # folds used; 0 when not applicable
+    n_hospitals: int
+    n_records: int  # records with a hospital id
+    n_excluded_missing: int  # records without a hospital id
+    hospital_of_record: np.ndarray  # (n,) int64 hospital rank, -1 when missing
+    fold_of_hospital: np.ndarray  # (n_hospitals,) int64
+    fold_of_record: np.ndarray  # (n,) int64, -1 when the record is excluded
+    fold_sizes: tuple[int, ...]  # records per fold
+
+    def to_dict(self) -> dict[str, Any]:
+        """Counts only: no per-record or per-hospital arrays."""
+        return {
+            "applicable": self.applicable,
+            "reason": self.reason,
+            "note": self.note,
+            "n_folds_requested": self.n_folds_requested,
+            "n_folds": self.n_folds,
+            "n_hospitals": self.n_hospitals,
+            "n_records": self.n_records,
+            "n_excluded_missing_hospital": self.n_excluded_missing,
+            "fold_sizes": list(self.fold_sizes),
+        }
+
+
+def hospital_codes(hospital_ids: np.ndarray | pd.Series | Sequence[Any]) -> np.ndarray:
+    """Rank of each record's hospital id among the sorted distinct ids; -1 when missing.
+
+    Missing means None, NaN or pd.NA. The ranks follow the same sorted order as
+    ``np.unique``, so GroupKFold sees the hospitals in the same order.
+    ``pd.factorize`` is used because it hashes instead of sorting a million
+    Python strings.
+    """
+    codes, _ = pd.factorize(np.asarray(hospital_ids), sort=True, use_na_sentinel=True)
+    return codes.astype(np.int64, copy=False)
+
+
+def hospital_folds(
+    hospital_ids: np.ndarray | pd.Series | Sequence[Any], n_folds: int = DEFAULT_FOLDS
+) -> HospitalFolds:
+    """Assign hospitals to folds with GroupKFold, or say why Axis 3 is not applicable.
+
+    GroupKFold (no shuffle) only looks at how many records each hospital has and
+    at the sorted order of the ids, so it is called on a compact stand-in: the
+    hospital ranks repeated by their record counts, already sorted. That yields
+    exactly the assignment GroupKFold gives on the record ids (tested), without
+    sorting a million id strings.
+
+    * Records without a hospital id are left out of Axis 3 and counted; no
+      hospital is invented for them. If no record has an id, Axis 3 is not
+      applicable.
+    * Fewer than two hospitals: not applicable (one rater cannot disagree).
+    * Fewer hospitals than folds: one fold per hospital, and the note says so.
+    """
+    if n_folds < 2:
+        raise ValueError("Axis 3 needs at least two folds")
+    hosp = hospital_codes(hospital_ids)
+    present = hosp >= 0
+    n_valid = int(present.sum())
+    n_missing = int(hosp.size - n_valid)
+    per_hospital = np.bincount(hosp[present]) if n_valid else np.zeros(0, np.int64)
+    H = int(per_hospital.size)
+    notes = []
+    if n_missing:
+        notes.append(f"{n_missing} records without hospital_id excluded from Axis 3")
+
+    def not_applicable(reason: str) -> HospitalFolds:
+        return HospitalFolds(
+            applicable=False,
+            reason=reason,
+            note="; ".join(notes),
+            n_folds_requested=n_folds,
+            n_folds=0,
+            n_hospitals=H,
+            n_records=n_valid,
+            n_excluded_missing=n_missing,
+            hospital_of_record=hosp,
+            fold_of_hospital=np.full(H, -1, np.int64),
+            fold_of_record=np.full(hosp.size, -1, np.int64),
+            fold_sizes=(),
+        )
+
+    if n_valid == 0:
+        reason = "no records" if hosp.size == 0 else "no record has a hospital_id"
+        return not_applicable(reason)
+    if H < 2:
+        return not_applicable("only one hospital: cross-hospital agreement needs at least two")
+    k = min(n_folds, H)
+    if k < n_folds:
+        notes.append(f"{H} hospitals for {n_folds} folds: one fold per hospital ({k} folds)")
+
+    stand_in = np.repeat(np.arange(H, dtype=np.int64), per_hospital)
+    fold_of_hospital = np.full(H, -1, np.int64)
+    splits = GroupKFold(n_splits=k).split(np.empty((n_valid, 0)), groups=stand_in)
+    for f, (_, test) in enumerate(splits):
+        fold_of_hospital[stand_in[test]] = f
+    if np.any(fold_of_hospital < 0):  # GroupKFold covers every group; guard the contract
+        raise RuntimeError("GroupKFold left a hospital without a fold")
+    fold_of_record = np.where(present, fold_of_hospital[np.maximum(hosp, 0)], -1)
+    fold_sizes = np.bincount(fold_of_hospital, weights=per_hospital, minlength=k)
+    return HospitalFolds(
+        applicable=True,
+        reason="",
+        note="; ".join(notes),
+        n_folds_requested=n_folds,
+        n_folds=k,
+        n_hospitals=H,
+        n_records=n_valid,
+        n_excluded_missing=n_missing,
+        hospital_of_record=hosp,
+        fold_of_hospital=fold_of_hospital,
+        fold_of_record=fold_of_record,
+        fold_sizes=tuple(int(x) for x in fold_sizes),
+    )
+
+
+# ----------------------------------------------------------------------------- count arrays
+def _label_decision_bin(
+    label: np.ndarray, decision: np.ndarray, bin_idx: np.ndarray, bins: int
+) -> np.ndarray:
+    """Flat index of the (label, decision, score bin) part of a cell; shared by all attributes."""
+    return (label * 2 + decision) * bins + bin_idx
+
+
+def _count_arrays(
+    hosp: np.ndarray,
+    group: np.ndarray,
+    ldb: np.ndarray,
+    score: np.ndarray,
+    n_hospitals: int,
+    n_groups: int,
+    bins: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    idx = (hosp * n_groups + group) * (4 * bins) + ldb
+    size = n_hospitals * n_groups * 4 * bins
+    shape = (n_hospitals, n_groups, 2, 2, bins)
+    counts = np.bincount(idx, minlength=size).reshape(shape)
+    score_sum = np.bincount(idx, weights=score, minlength=size).reshape(shape)
+    return counts, score_sum
+
+
+def hospital_count_arrays(
+    hospital_idx: np.ndarray,
+    group_idx: np.ndarray,
+    label: np.ndarray,
+    decision: np.ndarray,
+    score: np.ndarray,
+    n_groups: int,
+    bins: int,
+    n_hospitals: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Records and score sums per (hospital, group, label, decision, score bin).
+
+    Returns ``counts`` (H, G, 2, 2, B) int64 and ``score_sum`` (H, G, 2, 2, B)
+    float64, from one bincount over a combined index: no record is copied per
+    hospital. Records with a negative hospital index (no id) are not counted.
+    ``n_hospitals`` defaults to the largest index + 1.
+    """
+    hosp = np.asarray(hospital_idx, dtype=np.int64)
+    g = np.asarray(group_idx, dtype=np.int64)
+    y = np.asarray(label, dtype=np.int64)
+    d = np.asarray(decision, dtype=np.int64)
+    s = np.asarray(score, dtype=np.float64)
+    _check_records(y, d, s, {"group": (g, n_groups)}, hosp.size)
+    keep = hosp >= 0
+    if not keep.all():
+        hosp, g, y, d, s = hosp[keep], g[keep], y[keep], d[keep], s[keep]
+    if n_hospitals is None:
+        n_hospitals = int(hosp.max()) + 1 if hosp.size else 0
+    if hosp.size and hosp.max() >= n_hospitals:
+        raise ValueError("hospital index out of range")
+    ldb = _label_decision_bin(y, d, score_bins(s, bins), bins)
+    return _count_arrays(hosp, g, ldb, s, n_hospitals, n_groups, bins)
+
+
+def fold_sums(per_hospital: np.ndarray, fold_of_hospital: np.ndarray, n_folds: int) -> np.ndarray:
+    """Sum a per-hospital array (H, ...) into per-fold arrays (F, ...).
+
+    A fold's table is the sum of its hospitals' tables. ``np.add.at`` is exact
+    in the input dtype and single-threaded (a BLAS product was no faster on
+    these small arrays and erratic on a busy machine).
+    """
+    out = np.zeros((n_folds, *per_hospital.shape[1:]), dtype=per_hospital.dtype)
+    np.add.at(out, fold_of_hospital, per_hospital)
+    return out
+
+
+def fold_tallies(counts: np.ndarray, score_sum: np.ndarray) -> Tallies:
+    """Tallies with a leading fold axis from fold count arrays (F, G, 2, 2, B)."""
+    c = counts.astype(np.float64)
+    return Tallies.from_confusion(
+        c.sum(axis=-1), bin_n=c.sum(axis=3), bin_score=score_sum.sum(axis=(2, 3))
+    )
+
+
+def _check_records(
+    label: np.ndarray,
+    decision: np.ndarray,
+    score: np.ndarray,
+    groups: Mapping[str, tuple[np.ndarray, int]],
+    n: int,
+) -> None:
+    """Reject malformed inputs early: a silently wrong index would give a wrong verdict."""
+    arrays = {"label": label, "decision": decision, "score": score}
+    arrays.update({name: g for name, (g, _) in groups.items()})
+    for name, a in arrays.items():
+        if a.shape != (n,):
+            raise ValueError(f"{name} must be a 1-D array of {n} records, got shape {a.shape}")
+    if n == 0:
+        return
+    for name, a in (("label", label), ("decision", decision)):
+        if a.min() < 0 or a.max() > 1:
+            raise ValueError(f"{name} must be 0 or 1")
+    if not np.all(np.isfinite(score)) or score.min() < 0.0 or score.max() > 1.0:
+        raise ValueError("scores must be finite and in [0, 1]")
+    for name, (g, k) in groups.items():
+        if g.min() < 0 or g.max() >= k:
+            raise ValueError(f"group index of {name!r} out of range for its {k} groups")
+
+
+# ----------------------------------------------------------------------------- results
+def _float_or_none(x: float) -> float | None:
+    return None if math.isnan(x) else float(x)
+
+
+@dataclass(frozen=True)
+class Axis3Cell:
+    """What Axis 3 says about one (model, metric, attribute) cell."""
+
+    model_id: str
+    metric: str
+    attribute: str
+    threshold: float
+    direction: str
+    kappa: float  # the metric's kappa, shared by all its attribute cells
+    band: str  # Landis-Koch
+    degenerate: bool  # every fold verdict of the metric identical; kappa reported as 1.0
+    fails_axis3: bool  # kappa < cutoff
+    n_pass_folds: int
+    n_folds: int
+    n_undefined_folds: int  # folds where the value was undefined (counted as Fail)
+    fold_verdicts: tuple[str, ...]  # "pass"/"fail" per fold
+    fold_values: tuple[float, ...]  # metric value per fold (NaN: undefined)
+    groups_left_out: tuple[tuple[str, int], ...]  # (group code, folds where it was left out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model_id": self.model_id,
+            "metric": self.metric,
+            "attribute": self.attribute,
+            "threshold": self.threshold,
+            "direction": self.direction,
+            "kappa": self.kappa,
+            "band": self.band,
+            "degenerate": self.degenerate,
+            "fails_axis3": self.fails_axis3,
+            "n_pass_folds": self.n_pass_folds,
+            "n_folds": self.n_folds,
+            "n_undefined_folds": self.n_undefined_folds,
+            "fold_verdicts": list(self.fold_verdicts),
+            "fold_values": [_float_or_none(v) for v in self.fold_values],
+            "groups_left_out": dict(self.groups_left_out),
+        }
+
+
+@dataclass(frozen=True)
+class MetricAgreement:
+    """Fleiss' kappa of one metric over (attributes x folds)."""
+
+    metric: str
+    kappa: float
+    band: str
+    degenerate: bool
+    fails_axis3: bool
+    n_pass_folds: tuple[int, ...]  # per attribute, in configured order
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "kappa": self.kappa,
+            "band": self.band,
+            "degenerate": self.degenerate,
+            "fails_axis3": self.fails_axis3,
+            "n_pass_folds": list(self.n_pass_folds),
+        }
+
+
+@dataclass(frozen=True)
+class Axis3Result:
+    """Axis 3 for one model: per-metric agreement and per-cell results, or why it cannot run.
+
+    When ``applicable`` is False, ``reason`` says why and there are no kappas at
+    all (an invented kappa would be read as a verdict on the model).
+    """
+
+    model_id: str
+    applicable: bool
+    reason: str
+    note: str
+    kappa_cutoff: float
+    n_folds_requested: int
+    n_folds: int
+    n_hospitals: int
+    n_records: int
+    n_excluded_missing_hospital: int
+    fold_sizes: tuple[int, ...]
+    min_group_support: int
+    bins: int
+    metrics: tuple[MetricAgreement, ...] = field(default=())
+    cells: tuple[Axis3Cell, ...] = field(default=())
+
+    def cell(self, metric: str, attribute: str) -> Axis3Cell:
+        for c in self.cells:
+            if c.metric == metric and c.attribute == attribute:
+                return c
+        raise KeyError((metric, attribute))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: counts, verdicts and kappas only; no record values, no hospital ids."""
+        return {
+            "model_id": self.model_id,
+            "applicable": self.applicable,
+            "reason": self.reason,
+            "note": self.note,
+            "kappa_cutoff": self.kappa_cutoff,
+            "n_folds_requested": self.n_folds_requested,
+            "n_folds": self.n_folds,
+            "n_hospitals": self.n_hospitals,
+            "n_records": self.n_records,
+            "n_excluded_missing_hospital": self.n_excluded_missing_hospital,
+            "fold_sizes": list(self.fold_sizes),
+            "min_group_support": self.min_group_support,
+            "bins": self.bins,
+            "metrics": [m.to_dict() for m in self.metrics],
+            "cells": [c.to_dict() for c in self.cells],
+        }
+
+
+# ----------------------------------------------------------------------------- axis 3
+def fold_verdicts(
+    counts: np.ndarray,
+    score_sum: np.ndarray,
+    rules: Sequence[MetricRule],
+    min_group_support: int,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    """Point values and verdicts of every metric on every fold of one attribute.
+
+    ``counts``/``score_sum`` are fold arrays (F, G, 2, 2, B). Returns
+    (values per metric (F,), verdicts per metric (F,) bool, support (F, G)).
+    Groups under ``min_group_support`` records in a fold are left out of that
+    fold; an undefined value is a Fail (``passes``).
+    """
+    tallies = fold_tallies(counts, score_sum)
+    support = tallies.group_size >= min_group_support
+    values = {r.name: METRICS[r.name](tallies, support) for r in rules}
+    verdicts = {r.name: passes(values[r.name], r.threshold, r.direction) for r in rules}
+    return values, verdicts, support
+
+
+def _not_applicable(
+    model_id: str, folds: HospitalFolds, cutoff: float, support: int, bins: int
+) -> Axis3Result:
+    return Axis3Result(
+        model_id=model_id,
+        applicable=False,
+        reason=folds.reason,
+        note=folds.note,
+        kappa_cutoff=cutoff,
+        n_folds_requested=folds.n_folds_requested,
+        n_folds=0,
+        n_hospitals=folds.n_hospitals,
+        n_records=folds.n_records,
+        n_excluded_missing_hospital=folds.n_excluded_missing,
+        fold_sizes=(),
+        min_group_support=support,
+        bins=bins,
+    )
+
+
+def axis3(
+    model_id: str,
+    hospital_ids: np.ndarray | pd.Series | Sequence[Any] | None,
+    label: np.ndarray,
+    decision: np.ndarray,
+    score: np.ndarray,
+    groups: Mapping[str, np.ndarray],
+    attributes: Sequence[AttributeConfig],
+    rules: Sequence[MetricRule],
+    *,
+    min_group_support: int = 20,
+    bins: int = 10,
+    n_folds: int = DEFAULT_FOLDS,
+    kappa_cutoff: float = DEFAULT_KAPPA_CUTOFF,
+    folds: HospitalFolds | None = None,
+) -> Axis3Result:
+    """Cross-hospital verdict agreement of every (metric, attribute) cell of one model.
+
+    ``groups`` maps attribute name -> group index per record (positions in the
+    attribute's configured codes). ``folds`` may be passed to reuse one fold
+    assignment for several models scored on the same records; otherwise it is
+    computed from ``hospital_ids`` (which may then be None).
+
+    For each metric, the verdict matrix (attributes x folds) is rated with
+    Fleiss' kappa (items = attributes, raters = folds); the metric's kappa is
+    assigned to each of its cells, which fail Axis 3 when kappa < kappa_cutoff.
+    """
+    if folds is None:
+        if hospital_ids is None:
+            raise ValueError("pass hospital_ids or a precomputed fold assignment")
+        folds = hospital_folds(hospital_ids, n_folds)
+    if not folds.applicable:
+        return _not_applicable(model_id, folds, kappa_cutoff, min_group_support, bins)
+    if not attributes or not rules:
+        raise ValueError("Axis 3 needs at least one attribute and one metric")
+    y = np.asarray(label, dtype=np.int64)
+    d = np.asarray(decision, dtype=np.int64)
+    s = np.asarray(score, dtype=np.float64)
+    g_all = {a.name: (np.asarray(groups[a.name], dtype=np.int64), len(a.codes)) for a in attributes}
+    _check_records(y, d, s, g_all, folds.hospital_of_record.size)
+
+    hosp = folds.hospital_of_record
+    keep = hosp >= 0
+    if not keep.all():  # drop records without a hospital id once, for every attribute
+        hosp, y, d, s = hosp[keep], y[keep], d[keep], s[keep]
+        g_all = {name: (g[keep], k) for name, (g, k) in g_all.items()}
+    ldb = _label_decision_bin(y, d, score_bins(s, bins), bins)
+
+    F = folds.n_folds
+    A = len(attributes)
+    verdict = {r.name: np.zeros((A, F), dtype=bool) for r in rules}
+    value = {r.name: np.zeros((A, F)) for r in rules}
+    left_out: list[tuple[tuple[str, int], ...]] = []
+    for i, a in enumerate(attributes):
+        g, G = g_all[a.name]
+        counts, score_sum = _count_arrays(hosp, g, ldb, s, folds.n_hospitals, G, bins)
+        f_counts = fold_sums(counts, folds.fold_of_hospital, F)
+        f_scores = fold_sums(score_sum, folds.fold_of_hospital, F)
+        vals, verds, support = fold_verdicts(f_counts, f_scores, rules, min_group_support)
+        for r in rules:
+            value[r.name][i] = vals[r.name]
+            verdict[r.name][i] = verds[r.name]
+        missing = (~support).sum(axis=0)
+        left_out.append(tuple((c, int(k)) for c, k in zip(a.codes, missing, strict=True) if k))
+
+    metric_rows, cells = [], []
+    for r in rules:
+        n_pass = verdict[r.name].sum(axis=1)
+        kappa, degenerate = fleiss_kappa_from_pass_counts(n_pass, F)
+        band = landis_koch_band(kappa)
+        fails = kappa < kappa_cutoff
+        metric_rows.append(
+            MetricAgreement(r.name, kappa, band, degenerate, fails, tuple(int(k) for k in n_pass))
+        )
+        for i, a in enumerate(attributes):
+            cells.append(
+                Axis3Cell(
+                    model_id=model_id,
+                    metric=r.name,
+                    attribute=a.name,
+                    threshold=r.threshold,
+                    direction=r.direction,
+                    kappa=kappa,
+                    band=band,
+                    degenerate=degenerate,
+                    fails_axis3=fails,
+                    n_pass_folds=int(n_pass[i]),
+                    n_folds=F,
+                    n_undefined_folds=int(np.isnan(value[r.name][i]).sum()),
+                    fold_verdicts=tuple("pass" if v else "fail" for v in verdict[r.name][i]),
+                    fold_values=tuple(float(v) for v in value[r.name][i]),
+                    groups_left_out=left_out[i],
+                )
+            )
+    return Axis3Result(
+        model_id=model_id,
+        applicable=True,
+        reason="",
+        note=folds.note,
+        kappa_cutoff=kappa_cutoff,
+        n_folds_requested=folds.n_folds_requested,
+        n_folds=F,
+        n_hospitals=folds.n_hospitals,
+        n_records=folds.n_records,
+        n_excluded_missing_hospital=folds.n_excluded_missing,
+        fold_sizes=folds.fold_sizes,
+        min_group_support=min_group_support,
+        bins=bins,
+        metrics=tuple(metric_rows),
+        cells=tuple(cells),
+    )
+
+
+# ----------------------------------------------------------------------------- timing
+def skewed_hospital_ids(n_records: int, n_hospitals: int, seed: int = 0) -> np.ndarray:
+    """String hospital ids with Zipf-like volumes (a few large sites, many small ones)."""
+    rng = np.random.default_rng(seed)
+    weight = 1.0 / np.arange(1, n_hospitals + 1) ** 1.1
+    idx = rng.choice(n_hospitals, size=n_records, p=weight / weight.sum())
+    names = np.array([f"H{i:05d}" for i in range(n_hospitals)], dtype=object)
+    return names[idx]
+
+
+def time_axis3(
+    n_records: int = 1_000_000, n_hospitals: int = 400, seed: int = 0, repeats: int = 3
+) -> float:
+    """Seconds for Axis 3 of one model with the default grid (7 metrics x 4 attributes).
+
+    Not a test: a figure for the issue. The cohort is synthetic with string
+    hospital ids (as validated input carries them) and Zipf-like hospital
+    volumes. Only the ``axis3`` call is timed, fold assignment included; after
+    one untimed warm-up call, the median of ``repeats`` runs is returned (the
+    median rather than the best, so a figure taken on a busy machine is not
+    flattered).
+    """
+    from monitor.synthetic import synthetic_cohort
+
+    cfg = MonitorConfig()
+    cohort = synthetic_cohort(n_records, 1, seed, cfg)
+    ids = skewed_hospital_ids(n_records, n_hospitals, seed)
+    score = cohort.scores[0]
+    decision = (score >= cfg.decision.threshold).astype(np.int64)
+
+    def run() -> float:
+        start = time.perf_counter()
+        axis3(
+            "model-00",
+            ids,
+            cohort.label,
+            decision,
+            score,
+            cohort.attributes,
+            cfg.attributes,
+            cfg.metrics,
+            min_group_support=cfg.axis1.min_group_support,
+            bins=cfg.axis1.score_bins,
+        )
+        return time.perf_counter() - start
+
+    run()
+    return float(np.median([run() for _ in range(repeats)]))
+
+
+if __name__ == "__main__":
+    print(f"axis3: {time_axis3():.3f} s for 1,000,000 records, 400 hospitals (median of 3)")
