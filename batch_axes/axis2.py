@@ -48,7 +48,6 @@ streams, so requesting a calibration metric does not change the other metrics.
 from __future__ import annotations
 
 import math
-import time
 import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -57,7 +56,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from monitor.config import MetricRule, MonitorConfig
+from monitor.config import MetricRule
 from monitor.counts import CountTable
 from monitor.metrics import METRICS, NEEDS_BINS, Tallies
 from monitor.metrics_reference import metric_from_records
@@ -482,20 +481,3 @@ def reference_axis2(
 
 
 # ----------------------------------------------------------------------------- timing
-def time_axis2(n_records: int = 1_000_000, seed: int = 0) -> float:
-    """Seconds for Axis 2 on ONE model (default metrics x default attributes), tables prebuilt.
-
-    Not a test: a figure for the issue's budget (Axis 2 + Axis 3 < 2 s on 2 cores).
-    Building the count tables from records is excluded (the service keeps them).
-    """
-    from monitor.synthetic import synthetic_tables
-
-    tables = synthetic_tables(n_records, models=1, seed=seed)
-    rules = MonitorConfig().metrics
-    start = time.perf_counter()
-    axis2(tables, rules, seed=seed)
-    return time.perf_counter() - start
-
-
-if __name__ == "__main__":
-    print(f"axis2, 1 model x 7 metrics x 4 attributes, 1e6 records: {time_axis2():.3f} s")

@@ -27,7 +27,6 @@ Example:
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +35,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold
 
-from monitor.config import AttributeConfig, MetricRule, MonitorConfig
+from monitor.config import AttributeConfig, MetricRule
 from monitor.counts import score_bins
 from monitor.metrics import METRICS, Tallies, passes
 
@@ -617,47 +616,3 @@ def skewed_hospital_ids(n_records: int, n_hospitals: int, seed: int = 0) -> np.n
     idx = rng.choice(n_hospitals, size=n_records, p=weight / weight.sum())
     names = np.array([f"H{i:05d}" for i in range(n_hospitals)], dtype=object)
     return names[idx]
-
-
-def time_axis3(
-    n_records: int = 1_000_000, n_hospitals: int = 400, seed: int = 0, repeats: int = 3
-) -> float:
-    """Seconds for Axis 3 of one model with the default grid (7 metrics x 4 attributes).
-
-    Not a test: a figure for the issue. The cohort is synthetic with string
-    hospital ids (as validated input carries them) and Zipf-like hospital
-    volumes. Only the ``axis3`` call is timed, fold assignment included; after
-    one untimed warm-up call, the median of ``repeats`` runs is returned (the
-    median rather than the best, so a figure taken on a busy machine is not
-    flattered).
-    """
-    from monitor.synthetic import synthetic_cohort
-
-    cfg = MonitorConfig()
-    cohort = synthetic_cohort(n_records, 1, seed, cfg)
-    ids = skewed_hospital_ids(n_records, n_hospitals, seed)
-    score = cohort.scores[0]
-    decision = (score >= cfg.decision.threshold).astype(np.int64)
-
-    def run() -> float:
-        start = time.perf_counter()
-        axis3(
-            "model-00",
-            ids,
-            cohort.label,
-            decision,
-            score,
-            cohort.attributes,
-            cfg.attributes,
-            cfg.metrics,
-            min_group_support=cfg.axis1.min_group_support,
-            bins=cfg.axis1.score_bins,
-        )
-        return time.perf_counter() - start
-
-    run()
-    return float(np.median([run() for _ in range(repeats)]))
-
-
-if __name__ == "__main__":
-    print(f"axis3: {time_axis3():.3f} s for 1,000,000 records, 400 hospitals (median of 3)")

@@ -28,13 +28,35 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 oracle_models=args.oracle_models,
                 config=cfg,
             )
-    else:  # pragma: no cover - argparse restricts choices
-        raise SystemExit(f"unknown benchmark {args.what!r}")
+    elif args.what == "axes":
+        from monitor.bench_axes import run_axes_bench
+
+        out = run_axes_bench(records=args.records, repeats=args.repeats, config=cfg)
+    else:
+        from batch_axes.mppd import run_mppd_bench
+
+        out = run_mppd_bench(n=args.n, n_large=args.n_large)
     if args.json:
         print(json.dumps(out))
     else:
         for k, v in out.items():
             print(f"{k:>18}: {v}")
+    return 0
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from monitor.audit import Progress, format_summary, run_audit, write_report
+    from monitor.audit_input import AuditInputError
+
+    config = load_config(args.config)
+    try:
+        report = run_audit(args.input, config, Progress(enabled=not args.quiet))
+    except AuditInputError as exc:
+        print(f"vfr-monitor audit: {exc}", file=sys.stderr)
+        return 2
+    paths = write_report(report, args.out)
+    print(format_summary(report))
+    print("\nwritten: " + ", ".join(str(p) for p in paths.values()))
     return 0
 
 
@@ -50,15 +72,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="benchmarks: fast path and baseline timed in the same run")
-    b.add_argument("what", choices=["axis1"])
+    b.add_argument("what", choices=["axis1", "axes", "mppd"])
     b.add_argument("--config", default=None, help="TOML config (defaults: SPEC section 9)")
     b.add_argument("--models", type=int, default=12)
     b.add_argument("--window", type=int, default=10_000)
-    b.add_argument("--repeats", type=int, default=7)
+    b.add_argument("--repeats", type=int, default=5)
     b.add_argument("--oracle-models", type=int, default=1, help="models the oracle runs on")
     b.add_argument("--sweep", action="store_true", help="fast_s for windows 1e3..1e6")
+    b.add_argument("--records", type=int, default=1_000_000, help="axes: cohort size")
+    b.add_argument("--n", type=int, default=20_000, help="mppd: records for fast vs oracle")
+    b.add_argument("--n-large", type=int, default=50_000, help="mppd: records, fast only")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_cmd_bench)
+
+    a = sub.add_parser("audit", help="all axes, tiers and EquiLense on a scored cohort file")
+    a.add_argument("--input", required=True, help="scored cohort, .csv or .parquet")
+    a.add_argument("--config", default=None, help="TOML config (column/code mapping in [input])")
+    a.add_argument("--out", required=True, help="output directory")
+    a.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    a.set_defaults(func=_cmd_audit)
 
     d = sub.add_parser("demo", help="audit a synthetic window and print the grid")
     d.add_argument("--config", default=None)

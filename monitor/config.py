@@ -140,6 +140,65 @@ class WindowConfig(_Strict):
     hop_seconds: float = Field(60.0, gt=0)
 
 
+class Axis2Config(_Strict):
+    """SPEC section 4 parameters."""
+
+    sizes: tuple[int, ...] = (1_000, 2_000, 5_000, 10_000, 25_000, 50_000, 100_000)
+    R: int = Field(30, ge=2, le=10_000)
+    cv_cutoff: float = Field(0.05, gt=0)
+    n_field: int = Field(50_000, ge=1)
+
+    @field_validator("sizes")
+    @classmethod
+    def _sorted_positive(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or any(x <= 1 for x in v) or list(v) != sorted(set(v)):
+            raise ValueError("sizes must be increasing integers > 1")
+        return v
+
+
+class Axis3Config(_Strict):
+    """SPEC section 5 parameters."""
+
+    folds: int = Field(20, ge=2, le=1_000)
+    kappa_cutoff: float = Field(0.40, ge=-1, le=1)
+
+
+class EquiLenseConfig(_Strict):
+    """SPEC section 7: group metrics and MPPD similarity."""
+
+    features: list[str] = Field(default_factory=list)
+    scaling: Literal["minmax", "none"] = "minmax"
+    threshold: float = Field(0.01, gt=0, lt=2)
+    min_group_size: int = Field(10, ge=1)
+    min_pairs: int = Field(30, ge=1)
+    #: attribute -> reference group code (default: the largest group)
+    reference: dict[str, str] = Field(default_factory=dict)
+
+
+class LabelRule(_Strict):
+    """Derive the 0/1 label from a numeric column: label = column > greater_than."""
+
+    column: str
+    greater_than: float
+
+
+class InputConfig(_Strict):
+    """How an audit file's columns and codes map onto the scored-discharge schema.
+
+    Lets a user audit e.g. Texas-100X (THCIC_ID, SEX_CODE, RACE, ETHNICITY,
+    PAT_AGE) without editing code: ``columns`` maps schema field -> file column,
+    ``codes`` maps attribute -> {file code: configured group code}.
+    """
+
+    columns: dict[str, str] = Field(default_factory=dict)
+    codes: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: wide files: model_id -> score column (one row per patient, several models)
+    score_columns: dict[str, str] = Field(default_factory=dict)
+    label_from: LabelRule | None = None
+    #: model id for a file with one score column and no model_id column
+    model_id: str = "model"
+
+
 class MonitorConfig(_Strict):
     """The whole configuration, with SPEC section 9 defaults."""
 
@@ -152,15 +211,30 @@ class MonitorConfig(_Strict):
     axis1: Axis1Config = Field(default_factory=Axis1Config)
     decision: DecisionConfig = Field(default_factory=DecisionConfig)
     window: WindowConfig = Field(default_factory=WindowConfig)
+    axis2: Axis2Config = Field(default_factory=Axis2Config)
+    axis3: Axis3Config = Field(default_factory=Axis3Config)
+    equilense: EquiLenseConfig = Field(default_factory=EquiLenseConfig)
+    input: InputConfig = Field(default_factory=InputConfig)
     confirm_windows: int = Field(2, ge=1)
 
     @model_validator(mode="after")
     def _unique_names(self) -> MonitorConfig:
         names = [a.name for a in self.attributes]
         if len(set(names)) != len(names):
-            raise ValueError(f"attribute names must be unique, got {names}")
+            raise ValueError(f"attributes: attribute names must be unique, got {names}")
         if not self.metrics:
-            raise ValueError("at least one metric is required")
+            raise ValueError("metrics: at least one metric is required")
+        for attr, mapping in self.input.codes.items():
+            if attr not in names:
+                raise ValueError(f"input.codes.{attr}: unknown attribute; known: {names}")
+            bad = sorted(set(mapping.values()) - set(self.attribute(attr).codes))
+            if bad:
+                raise ValueError(
+                    f"input.codes.{attr}: maps to codes not configured for {attr!r}: {bad}"
+                )
+        for attr, code in self.equilense.reference.items():
+            if attr not in names or code not in self.attribute(attr).codes:
+                raise ValueError(f"equilense.reference.{attr}: unknown attribute or group code")
         return self
 
     def attribute(self, name: str) -> AttributeConfig:
@@ -203,6 +277,11 @@ def config_from_mapping(raw: Mapping[str, Any]) -> MonitorConfig:
             if loc[1] < len(items) and isinstance(items[loc[1]], Mapping):
                 loc = (loc[0], items[loc[1]].get("name", loc[1]), *loc[2:])
         msg = err.get("msg", "invalid value")
+        if not loc and err.get("type") == "value_error":
+            # whole-config checks name their field as "<field>: <message>"
+            text = msg.removeprefix("Value error, ")
+            field, _, rest = text.partition(": ")
+            raise ConfigError(field, rest or text) from None
         if err.get("type") == "literal_error":
             expected = (err.get("ctx") or {}).get("expected", "")
             msg = f"got {err.get('input')!r}; allowed values: {expected}"

@@ -100,3 +100,19 @@ def test_missing_and_malformed_files(tmp_path):
     bad.write_text("[axis1\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad)
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"input": {"codes": {"sex": {"M": "7"}}}}, "input.codes.sex"),
+        ({"input": {"codes": {"gender": {"M": "0"}}}}, "input.codes.gender"),
+        ({"equilense": {"reference": {"race": "99"}}}, "equilense.reference.race"),
+        ({"metrics": []}, "metrics"),
+        ({"axis2": {"sizes": [5000, 1000]}}, "axis2.sizes"),
+    ],
+)
+def test_cross_field_errors_name_the_field(raw, field):
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping(raw)
+    assert info.value.field == field, str(info.value)
