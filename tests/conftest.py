@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,8 @@ settings.register_profile(
 )
 settings.load_profile("repeatable")
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+#: ../shared beside the project (CI lays it there); VFR_SHARED overrides.
+SHARED = Path(os.environ.get("VFR_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 
 
 @st.composite
