@@ -219,7 +219,7 @@ def test_sigma_and_ci_are_consistent(diabetes_audit):
 
 
 def test_small_pair_counts_are_withheld():
-    from monitor.audit import suppress_small_pair_counts
+    from monitor.axes_runner import suppress_small_pair_counts
 
     d = {
         "groups": [
