@@ -137,7 +137,8 @@ class WindowConfig(_Strict):
     size: int = Field(10_000, ge=1)
     days: float = Field(30.0, gt=0)
     hop_records: int = Field(1_000, ge=1)
-    hop_seconds: float = Field(60.0, gt=0)
+    #: wall-clock re-evaluation for models with new records; 0 disables it (count hops only)
+    hop_seconds: float = Field(60.0, ge=0)
 
 
 class Axis2Config(_Strict):
@@ -199,6 +200,25 @@ class InputConfig(_Strict):
     model_id: str = "model"
 
 
+class ServiceConfig(_Strict):
+    """The running service: its DuckDB file, HTTP address, cadences and retention."""
+
+    db_path: str = "vfr-monitor.duckdb"
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(9464, ge=0, le=65535)
+    #: audit cohort of the scheduled axes: each model's records of the last cohort_days
+    cohort_days: float = Field(90.0, gt=0)
+    axis2_interval_s: float = Field(3600.0, gt=0)
+    axis3_interval_s: float = Field(3600.0, gt=0)
+    equilense_interval_s: float = Field(3600.0, gt=0)
+    #: minimum time between two drift-triggered early runs of the slow axes
+    early_run_min_interval_s: float = Field(300.0, ge=0)
+    drift_delta: float = Field(0.002, gt=0, lt=1)
+    retention_discharge_days: float = Field(400.0, gt=0)
+    retention_result_days: float = Field(730.0, gt=0)
+    max_payload_bytes: int = Field(65_536, ge=256)
+
+
 class MonitorConfig(_Strict):
     """The whole configuration, with SPEC section 9 defaults."""
 
@@ -215,6 +235,7 @@ class MonitorConfig(_Strict):
     axis3: Axis3Config = Field(default_factory=Axis3Config)
     equilense: EquiLenseConfig = Field(default_factory=EquiLenseConfig)
     input: InputConfig = Field(default_factory=InputConfig)
+    service: ServiceConfig = Field(default_factory=ServiceConfig)
     confirm_windows: int = Field(2, ge=1)
 
     @model_validator(mode="after")
@@ -232,6 +253,12 @@ class MonitorConfig(_Strict):
                 raise ValueError(
                     f"input.codes.{attr}: maps to codes not configured for {attr!r}: {bad}"
                 )
+        horizon = max(self.service.cohort_days, self.window.days if self.window.kind == "time" else 0)
+        if self.service.retention_discharge_days < horizon:
+            raise ValueError(
+                "service.retention_discharge_days: must cover the window and the audit cohort "
+                f"({horizon} days), or windows could not be rebuilt after a restart"
+            )
         for attr, code in self.equilense.reference.items():
             if attr not in names or code not in self.attribute(attr).codes:
                 raise ValueError(f"equilense.reference.{attr}: unknown attribute or group code")

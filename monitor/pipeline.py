@@ -1,0 +1,321 @@
+"""The streaming data path: payloads -> validation -> DuckDB -> windows -> Axis 1 -> tiers/events.
+
+:class:`Pipeline` is the sink every source feeds (Kafka or embedded). One call of
+:meth:`Pipeline.ingest_batch` is one DuckDB transaction holding the batch's new
+records, its dead letters, every evaluation its records triggered (with the
+cells' tracker states and events) and the models' stream positions. The source
+commits its offsets only after the call returns, so a crash at any point
+replays the batch, and the replay is deduplicated: at-least-once delivery with
+an exactly-once effect.
+
+Evaluation points are deterministic: a model is evaluated when its accepted
+record count reaches a multiple of ``hop_records`` (a batch is split at those
+boundaries), with a seed derived from (seed, model, record count). So a run that
+was killed and restarted produces the same window results as one that was not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from monitor.axes_runner import cell_tier, run_axis1
+from monitor.config import MonitorConfig
+from monitor.events import CellTracker
+from monitor.schema import validate_records
+from monitor.store import DeadLetter, Store
+from monitor.window import ModelWindow, RecordBatch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a payload came from (Kafka coordinates, or the embedded source's own)."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+def evaluation_seed(seed: int, model_id: str, end_count: int) -> int:
+    """The Axis 1 seed of a model's evaluation at a stream position (stable across restarts)."""
+    ss = np.random.SeedSequence(seed, spawn_key=(zlib.crc32(model_id.encode()), int(end_count)))
+    return int(ss.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+
+
+@dataclass
+class AxisCache:
+    """Latest scheduled-axis results per model, as the tier rule needs them."""
+
+    n_star: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
+    kappa: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
+    axis3_applicable: dict[str, bool] = field(default_factory=dict)
+
+    def set_axis2(self, model_id: str, cells: Sequence[dict[str, Any]]) -> None:
+        self.n_star[model_id] = {
+            (c["metric"], c["attribute"]): (math.inf if c["n_star"] is None else float(c["n_star"]))
+            for c in cells
+        }
+
+    def set_axis3(self, model_id: str, result: dict[str, Any]) -> None:
+        self.axis3_applicable[model_id] = bool(result.get("applicable", False))
+        self.kappa[model_id] = {
+            (c["metric"], c["attribute"]): float(c["kappa"]) for c in result.get("cells", [])
+        }
+
+
+@dataclass
+class BatchReport:
+    """What one ingest call did (for metrics; aggregates only)."""
+
+    received: int = 0
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    evaluations: list[tuple[str, float]] = field(default_factory=list)  # (model, seconds)
+    cells: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    drift: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+class Pipeline:
+    """The sink: decode, validate, store, window, evaluate; one transaction per batch."""
+
+    def __init__(
+        self,
+        config: MonitorConfig,
+        store: Store,
+        *,
+        on_batch: Callable[[BatchReport], None] | None = None,
+        drift: Any | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.config = config
+        self.store = store
+        self.on_batch = on_batch
+        self.drift = drift  # a DriftBook-like object: update(key, value) -> bool
+        self.clock = clock
+        self.windows: dict[str, ModelWindow] = {}
+        self.trackers: dict[tuple[str, str, str], CellTracker] = {}
+        self.evaluations: dict[str, int] = {}
+        self.latest: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.axes = AxisCache()
+        self._last_eval_wall: dict[str, float] = {}
+        self._since_eval: dict[str, int] = {}
+        self.lock = threading.RLock()
+        self.restore()
+
+    # ------------------------------------------------------------------ restart
+    def restore(self) -> None:
+        """Rebuild windows, trackers and axis caches from the DuckDB file."""
+        cfg = self.config
+        for model_id, st in self.store.model_states().items():
+            w = ModelWindow(model_id, cfg)
+            if cfg.window.kind == "count":
+                frame = self.store.records(model_id, last_n=cfg.window.size)
+            else:
+                latest = self.store.records(model_id, last_n=1)
+                if len(latest):
+                    t = pd.to_datetime(latest["event_time"].iloc[0], utc=True)
+                    since = t - pd.Timedelta(days=cfg.window.days)
+                    frame = self.store.records(model_id, since=since)
+                else:
+                    frame = latest
+            if len(frame):
+                w.add(RecordBatch.from_frame(frame, cfg))
+            w.arrivals = st["records"]
+            w.old_events = st["old_events"]
+            self.windows[model_id] = w
+            self.evaluations[model_id] = st["evaluations"]
+            self._since_eval[model_id] = st["records"] % cfg.window.hop_records
+        for model_id, metric, attribute, state, latest in self.store.cell_states():
+            self.trackers[(model_id, metric, attribute)] = CellTracker.from_dict(state)
+            if latest:
+                self.latest[(model_id, metric, attribute)] = latest
+        for model_id, cells in self.store.latest_axis_results("axis2").items():
+            self.axes.set_axis2(model_id, cells)
+        for model_id, result in self.store.latest_axis_results("axis3").items():
+            self.axes.set_axis3(model_id, result)
+
+    # ------------------------------------------------------------------ ingest
+    def _decode(
+        self, payloads: Sequence[bytes | None], origins: Sequence[Origin]
+    ) -> tuple[list[Any], list[int], list[DeadLetter]]:
+        limit = self.config.service.max_payload_bytes
+        decoded, index, dead = [], [], []
+        for i, (raw, o) in enumerate(zip(payloads, origins, strict=True)):
+            reason = None
+            if raw is None or len(raw) == 0:
+                reason = "empty_payload"
+            elif len(raw) > limit:
+                reason = "oversized"
+            else:
+                try:
+                    decoded.append(json.loads(raw))
+                    index.append(i)
+                    continue
+                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                    reason = "invalid_json"
+            payload = None if raw is None else bytes(raw[: 4 * limit])
+            dead.append(DeadLetter(reason, payload, o.topic, o.partition, o.offset))
+        return decoded, index, dead
+
+    def ingest_batch(self, payloads: Sequence[bytes | None], origins: Sequence[Origin]) -> None:
+        """The Sink call: when it returns, the batch and its effects are durable."""
+        report = BatchReport(received=len(payloads))
+        with self.lock:
+            decoded, index, dead = self._decode(payloads, origins)
+            checked = validate_records(decoded, self.config)
+            for r in checked.rejected:
+                o = origins[index[r.index]]
+                raw = payloads[index[r.index]]
+                dead.append(DeadLetter(r.reason, raw, o.topic, o.partition, o.offset))
+            for d in dead:
+                report.rejected[d.reason] = report.rejected.get(d.reason, 0) + 1
+            now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
+            try:
+                with self.store.transaction() as tx:
+                    outcome = self.store.ingest(tx, checked.valid, dead, now)
+                    report.accepted, report.duplicates = outcome.inserted, outcome.duplicates
+                    new = checked.valid[outcome.new_mask].copy()
+                    new["seq"] = outcome.seq[outcome.new_mask]
+                    self._advance_windows(tx, new, now, report)
+            except BaseException:
+                # Nothing of the batch was committed: rebuild the in-memory state
+                # (windows, trackers) from the store rather than copy it every batch.
+                self._reload()
+                raise
+        if self.on_batch is not None:
+            self.on_batch(report)
+
+    def _reload(self) -> None:
+        self.windows.clear()
+        self.trackers.clear()
+        self.latest.clear()
+        self.evaluations.clear()
+        self._since_eval.clear()
+        self.restore()
+
+    def _advance_windows(
+        self, tx: Any, new: pd.DataFrame, now: pd.Timestamp, report: BatchReport
+    ) -> None:
+        hop = self.config.window.hop_records
+        for model_id, rows in new.groupby("model_id", sort=True):
+            model_id = str(model_id)
+            w = self.windows.get(model_id)
+            if w is None:
+                w = self.windows[model_id] = ModelWindow(model_id, self.config)
+                self.evaluations[model_id] = 0
+                self._since_eval[model_id] = 0
+            batch = RecordBatch.from_frame(rows.sort_values("seq"), self.config)
+            i = 0
+            while i < len(batch):
+                take = min(hop - w.arrivals % hop, len(batch) - i)
+                w.add(batch.take(slice(i, i + take)))
+                self._since_eval[model_id] += take
+                i += take
+                if w.arrivals % hop == 0:
+                    self._evaluate(tx, model_id, now, report)
+            self.store.write_model_state(
+                model_id, w.arrivals, self.evaluations[model_id], w.old_events, now
+            )
+
+    def tick(self) -> int:
+        """Wall-clock hops: evaluate models with new records whose last evaluation is old."""
+        hop_s = self.config.window.hop_seconds
+        if hop_s <= 0:
+            return 0
+        done = 0
+        report = BatchReport()
+        with self.lock:
+            wall = self.clock()
+            due = [
+                m
+                for m, w in self.windows.items()
+                if self._since_eval.get(m, 0) > 0
+                and wall - self._last_eval_wall.get(m, 0.0) >= hop_s
+            ]
+            if not due:
+                return 0
+            now = pd.Timestamp(wall, unit="s", tz="UTC")
+            with self.store.transaction() as tx:
+                for m in due:
+                    self._evaluate(tx, m, now, report)
+                    w = self.windows[m]
+                    self.store.write_model_state(
+                        m, w.arrivals, self.evaluations[m], w.old_events, now
+                    )
+                    done += 1
+        if self.on_batch is not None:
+            self.on_batch(report)
+        return done
+
+    # ------------------------------------------------------------------ evaluation
+    def _evaluate(self, tx: Any, model_id: str, now: pd.Timestamp, report: BatchReport) -> None:
+        cfg = self.config
+        w = self.windows[model_id]
+        t0 = time.perf_counter()
+        seed = evaluation_seed(cfg.axis1.seed, model_id, w.arrivals)
+        results = run_axis1(w.table_map(), cfg, seed)
+        evaluation = self.evaluations[model_id] + 1
+        self.evaluations[model_id] = evaluation
+        n_star = self.axes.n_star.get(model_id)
+        kappa = self.axes.kappa.get(model_id)
+        applicable = self.axes.axis3_applicable.get(model_id, True)
+        cells, states, events = [], [], []
+        for r in results:
+            key = (model_id, r.metric, r.attribute)
+            ns = None if n_star is None else n_star.get((r.metric, r.attribute))
+            kp = None if kappa is None else kappa.get((r.metric, r.attribute))
+            tier = cell_tier(r.vfr, ns, kp, applicable, cfg)
+            axes = {"value": r.value, "vfr": r.vfr, "n_star": ns, "kappa": kp, "sigma": r.sigma}
+            tracker = self.trackers.get(key)
+            if tracker is None:
+                tracker = self.trackers[key] = CellTracker(
+                    *key, confirm_windows=cfg.confirm_windows
+                )
+            for e in tracker.observe(evaluation, r.dominant_verdict, tier.tier.value, axes):
+                events.append(e.to_dict())
+            cell = {
+                **r.to_dict(),
+                "evaluation": evaluation,
+                "tier": tier.tier.value,
+                "tier_level": tier.tier.level,
+                "failed_axes": list(tier.failed_axes),
+                "pending_axes": list(tier.pending_axes),
+                "partial": tier.partial,
+                "confirmed_tier": tracker.tier.confirmed,
+                "confirmed_verdict": tracker.verdict.confirmed,
+                "n_star": ns,
+                "kappa": kp,
+                "evaluated_at": str(now),
+            }
+            cells.append(cell)
+            states.append((r.metric, r.attribute, tracker.to_dict()))
+            self.latest[key] = cell
+            if self.drift is not None and self.drift.update(key, r.value):
+                report.drift.append(key)
+        window = {
+            "kind": w.kind,
+            "first_seq": w.first_seq,
+            "last_seq": w.last_seq,
+            "end_count": w.arrivals,
+            "seed": seed,
+        }
+        self.store.write_evaluation(tx, model_id, evaluation, window, cells, states, events, now)
+        self._since_eval[model_id] = 0
+        self._last_eval_wall[model_id] = self.clock()
+        report.evaluations.append((model_id, time.perf_counter() - t0))
+        report.cells.extend(cells)
+        report.events.extend(events)
