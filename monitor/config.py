@@ -253,7 +253,8 @@ class MonitorConfig(_Strict):
                 raise ValueError(
                     f"input.codes.{attr}: maps to codes not configured for {attr!r}: {bad}"
                 )
-        horizon = max(self.service.cohort_days, self.window.days if self.window.kind == "time" else 0)
+        window_days = self.window.days if self.window.kind == "time" else 0
+        horizon = max(self.service.cohort_days, window_days)
         if self.service.retention_discharge_days < horizon:
             raise ValueError(
                 "service.retention_discharge_days: must cover the window and the audit cohort "

@@ -182,7 +182,7 @@ class Store:
             self._conn.close()
 
     def transaction(self) -> _Transaction:
-        """``with store.transaction() as tx:`` — everything inside commits or rolls back together."""
+        """``with store.transaction() as tx:``: everything inside commits or rolls back."""
         return _Transaction(self)
 
     # ------------------------------------------------------------------ ingest
@@ -237,8 +237,9 @@ class Store:
                 )
                 c.register("_batch_rows", frame)
                 c.execute(
-                    "INSERT INTO discharges SELECT seq, model_id, record_id, event_time, received_at, "
-                    "hospital_id, score, label, decision, attributes::JSON, features::JSON "
+                    "INSERT INTO discharges SELECT seq, model_id, record_id, event_time, "
+                    "received_at, hospital_id, score, label, decision, attributes::JSON, "
+                    "features::JSON "
                     "FROM _batch_rows"
                 )
                 c.unregister("_batch_rows")
@@ -469,7 +470,8 @@ class Store:
     def cells_latest(self, cursor: duckdb.DuckDBPyConnection | None = None) -> list[dict[str, Any]]:
         c = cursor or self._conn
         rows = c.execute(
-            "SELECT latest FROM cell_state WHERE latest IS NOT NULL ORDER BY model_id, metric, attribute"
+            "SELECT latest FROM cell_state WHERE latest IS NOT NULL "
+            "ORDER BY model_id, metric, attribute"
         ).fetchall()
         return [json.loads(r[0]) for r in rows]
 

@@ -51,7 +51,7 @@ class RecordBatch:
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, config: MonitorConfig) -> RecordBatch:
-        """From stored or validated records (columns seq, event_time, score, label, decision, attrs)."""
+        """From stored or validated records (seq, event_time, score, label, decision, attrs)."""
         et = pd.to_datetime(frame["event_time"], utc=True)
         return cls(
             seq=frame["seq"].to_numpy(np.int64),

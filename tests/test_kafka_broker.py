@@ -1,24 +1,16 @@
 """End-to-end check of the local Kafka broker from deploy/kafka/kafka.sh.
 
-A real single-node Kafka 4.x (KRaft) broker is provisioned from Maven Central jars (cached
-between runs), started on a free 127.0.0.1 port in a temporary directory for the whole test
-session, and stopped at the end. If the broker cannot be provisioned or started the test
-FAILS: a missing broker must never pass silently as a skip.
+The broker is the session-wide one of tests/kafka_fixtures.py (shared with every Kafka test
+module): a real single-node Kafka 4.x (KRaft) broker provisioned from Maven Central jars and
+started on a free 127.0.0.1 port. If it cannot be provisioned or started the test FAILS: a
+missing broker must never pass silently as a skip.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 with warnings.catch_warnings():
     # kafka-python 3 loads its protocol schemas through the deprecated
@@ -27,80 +19,10 @@ with warnings.catch_warnings():
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.serializer import DefaultSerializer, JsonSerializer
 
-KAFKA_SH = Path(__file__).resolve().parents[1] / "deploy" / "kafka" / "kafka.sh"
+from tests.kafka_fixtures import kafka_broker  # noqa: F401
+
 N_MESSAGES = 1_000
 N_PARTITIONS = 3
-
-
-def _free_ports(n: int) -> list[int]:
-    """n distinct ports that are free on 127.0.0.1 right now (kernel-chosen)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _run_script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KAFKA_PYTHON": sys.executable}
-    return subprocess.run(
-        ["bash", str(KAFKA_SH), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def _tail(text: str, lines: int = 60) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-@pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Bootstrap address ("127.0.0.1:PORT") of a broker that lives for the test session."""
-    try:
-        prov = _run_script("provision", timeout=900)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"Kafka provisioning ({KAFKA_SH} provision) timed out after 900 s")
-    if prov.returncode != 0:
-        pytest.fail(
-            f"could not provision the Kafka broker ({KAFKA_SH} provision, "
-            f"exit {prov.returncode}); Maven Central must be reachable for the first run.\n"
-            f"{_tail(prov.stderr)}"
-        )
-
-    run_dir = tmp_path_factory.mktemp("kafka")
-    port, controller_port = _free_ports(2)
-    try:
-        try:
-            start = _run_script(
-                "start",
-                "--port", str(port),
-                "--controller-port", str(controller_port),
-                "--dir", str(run_dir),
-                "--partitions", str(N_PARTITIONS),
-                "--timeout", "120",
-                timeout=240,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"kafka.sh start timed out; broker logs in {run_dir}/logs")
-        if start.returncode != 0:
-            pytest.fail(
-                f"could not start the Kafka broker (exit {start.returncode}); "
-                f"logs in {run_dir}/logs\n{_tail(start.stderr)}"
-            )
-        bootstrap = start.stdout.strip().splitlines()[-1]
-        assert bootstrap == f"127.0.0.1:{port}", start.stdout
-        yield bootstrap
-    finally:
-        _run_script("stop", "--dir", str(run_dir), timeout=120)
 
 
 def _create_topic(bootstrap: str, name: str) -> None:
@@ -125,7 +47,7 @@ def _consumer(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
     )
 
 
-def test_produce_consume_commit_roundtrip(kafka_broker: str) -> None:
+def test_produce_consume_commit_roundtrip(kafka_broker: str) -> None:  # noqa: F811
     topic = f"vfr-test-{uuid.uuid4().hex[:10]}"
     group = f"vfr-test-group-{uuid.uuid4().hex[:10]}"
     _create_topic(kafka_broker, topic)

@@ -89,7 +89,9 @@ def test_from_frame_reads_utc_nanoseconds():
     frame = pd.DataFrame(
         {
             "seq": [1, 2],
-            "event_time": pd.to_datetime(["2026-01-01T00:00:00Z", "2026-01-01T01:00:00+01:00"], utc=True),
+            "event_time": pd.to_datetime(
+                ["2026-01-01T00:00:00Z", "2026-01-01T01:00:00+01:00"], utc=True
+            ),
             "score": [0.1, 0.9], "label": [0, 1], "decision": [0, 1],
             "race": ["3", "2"], "sex": ["0", "1"], "ethnicity": ["1", "1"], "age_group": ["2", "3"],
         }
