@@ -87,6 +87,8 @@ class BatchReport:
     cells: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     drift: list[tuple[str, str, str]] = field(default_factory=list)
+    #: per model, the new records' (label, score, decision) for model-health tracking
+    new_records: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 class Pipeline:
@@ -219,6 +221,7 @@ class Pipeline:
                 self.evaluations[model_id] = 0
                 self._since_eval[model_id] = 0
             batch = RecordBatch.from_frame(rows.sort_values("seq"), self.config)
+            report.new_records[model_id] = (batch.label, batch.score, batch.decision)
             i = 0
             while i < len(batch):
                 take = min(hop - w.arrivals % hop, len(batch) - i)
