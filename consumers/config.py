@@ -1,0 +1,334 @@
+"""Settings of the record sources: a Kafka consumer group or the embedded replay.
+
+These models are mounted into ``MonitorConfig`` as ``kafka: KafkaConfig | None`` (absent:
+no Kafka, the embedded replay is the source) and ``embedded: EmbeddedConfig``. They follow
+``monitor.config``: strict (an unknown or misspelt key is an error, not a silent default)
+and every error names its field.
+
+Example (TOML)::
+
+    [kafka]
+    bootstrap_servers = ["broker-1:9093", "broker-2:9093"]
+    topics = ["scored-discharges"]
+    group_id = "vfr-monitor"
+    security_protocol = "SASL_SSL"
+    sasl_mechanism = "SCRAM-SHA-512"
+    sasl_plain_username = "vfr-monitor"
+    ssl_cafile = "/etc/vfr/ca.pem"
+    # the password comes from VFR_KAFKA_SASL_PASSWORD, not from the file
+
+    [embedded]
+    path = "scored.parquet"
+    rate = 200.0          # records per second; omit for as fast as possible
+
+Environment overrides (applied by :func:`kafka_config_with_env` on top of the file; they
+win because a deployment injects its broker address and secrets that way, never via a file
+checked into a repository):
+
+=============================  =======================================================
+variable                       field
+=============================  =======================================================
+``VFR_KAFKA_BOOTSTRAP``        ``bootstrap_servers`` (comma-separated host:port list);
+                               setting it enables Kafka even without a ``[kafka]`` table
+``VFR_KAFKA_TOPIC``            ``topics`` (comma-separated)
+``VFR_KAFKA_GROUP``            ``group_id``
+``VFR_KAFKA_CLIENT_ID``        ``client_id``
+``VFR_KAFKA_SECURITY_PROTOCOL`` ``security_protocol``
+``VFR_KAFKA_SSL_CAFILE``       ``ssl_cafile``
+``VFR_KAFKA_SSL_CERTFILE``     ``ssl_certfile``
+``VFR_KAFKA_SSL_KEYFILE``      ``ssl_keyfile``
+``VFR_KAFKA_SSL_PASSWORD``     ``ssl_password`` (secret: password of the key file)
+``VFR_KAFKA_SASL_MECHANISM``   ``sasl_mechanism``
+``VFR_KAFKA_SASL_USERNAME``    ``sasl_plain_username``
+``VFR_KAFKA_SASL_PASSWORD``    ``sasl_plain_password`` (secret)
+``VFR_KAFKA_POLL_TIMEOUT_MS``  ``poll_timeout_ms``
+``VFR_KAFKA_MAX_BATCH``        ``max_batch``
+``VFR_KAFKA_MAX_PAYLOAD_BYTES`` ``max_payload_bytes``
+``VFR_KAFKA_SESSION_TIMEOUT_MS`` ``session_timeout_ms``
+=============================  =======================================================
+
+An empty variable counts as unset. Secrets are ``SecretStr``: repr, str, ``model_dump`` and
+error messages show ``**********``; only :meth:`KafkaConfig.client_kwargs` reveals them, to
+hand them to the Kafka client.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+if TYPE_CHECKING:
+    from monitor.config import ConfigError
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+Compression = Literal["gzip"]
+
+#: Environment variable -> KafkaConfig field (see the module docstring).
+KAFKA_ENV_VARS: dict[str, str] = {
+    "VFR_KAFKA_BOOTSTRAP": "bootstrap_servers",
+    "VFR_KAFKA_TOPIC": "topics",
+    "VFR_KAFKA_GROUP": "group_id",
+    "VFR_KAFKA_CLIENT_ID": "client_id",
+    "VFR_KAFKA_SECURITY_PROTOCOL": "security_protocol",
+    "VFR_KAFKA_SSL_CAFILE": "ssl_cafile",
+    "VFR_KAFKA_SSL_CERTFILE": "ssl_certfile",
+    "VFR_KAFKA_SSL_KEYFILE": "ssl_keyfile",
+    "VFR_KAFKA_SSL_PASSWORD": "ssl_password",
+    "VFR_KAFKA_SASL_MECHANISM": "sasl_mechanism",
+    "VFR_KAFKA_SASL_USERNAME": "sasl_plain_username",
+    "VFR_KAFKA_SASL_PASSWORD": "sasl_plain_password",
+    "VFR_KAFKA_POLL_TIMEOUT_MS": "poll_timeout_ms",
+    "VFR_KAFKA_MAX_BATCH": "max_batch",
+    "VFR_KAFKA_MAX_PAYLOAD_BYTES": "max_payload_bytes",
+    "VFR_KAFKA_SESSION_TIMEOUT_MS": "session_timeout_ms",
+}
+
+#: Fields whose values never appear in messages (the input of a bad secret included).
+SECRET_FIELDS = frozenset({"sasl_plain_password", "ssl_password"})
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _split_list(v: Any) -> Any:
+    """ "a,b" (TOML string or environment variable) -> ["a", "b"]; lists pass through."""
+    if isinstance(v, str):
+        return [p.strip() for p in v.split(",") if p.strip()]
+    return v
+
+
+class KafkaConfig(_Strict):
+    """A Kafka consumer group reading scored discharges (SPEC section 1 JSON objects)."""
+
+    bootstrap_servers: tuple[str, ...] = Field(min_length=1)
+    topics: tuple[str, ...] = Field(("scored-discharges",), min_length=1)
+    group_id: str = Field("vfr-monitor", min_length=1)
+    client_id: str = Field("vfr-monitor", min_length=1)
+
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_password: SecretStr | None = None
+    #: Check the broker's host name against its certificate (turn off only for test CAs).
+    ssl_check_hostname: bool = True
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: SecretStr | None = None
+
+    #: How long one poll waits for records; also bounds how fast ``run`` notices a stop.
+    poll_timeout_ms: int = Field(500, ge=1, le=60_000)
+    #: Records per poll, i.e. per sink call (one DuckDB transaction per batch).
+    max_batch: int = Field(5_000, ge=1, le=1_000_000)
+    #: Larger payloads are counted as oversized and still handed to the sink, which
+    #: dead-letters them: the source never drops a message on its own.
+    max_payload_bytes: int = Field(64 * 1024, ge=1)
+    session_timeout_ms: int = Field(45_000, ge=1_000, le=3_600_000)
+    #: Must exceed the longest sink call plus backoff, or the group evicts the consumer.
+    max_poll_interval_ms: int = Field(300_000, ge=1_000)
+    request_timeout_ms: int = Field(30_000, ge=1_000)
+    #: Upper bound of one synchronous offset commit; a timed-out commit is retried with
+    #: the next batch (the sink's record_id dedupe absorbs any redelivery meanwhile).
+    commit_timeout_ms: int = Field(30_000, ge=100)
+
+    #: Backoff after a failed sink call doubles from the first value up to the cap.
+    sink_retry_backoff_ms: int = Field(500, ge=1)
+    sink_retry_backoff_max_ms: int = Field(30_000, ge=1)
+    #: Consecutive failed attempts of one batch before ``run`` raises; absent = retry for
+    #: ever (a store outage should not lose the stream; the failures are counted).
+    sink_max_retries: int | None = Field(None, ge=0)
+
+    @field_validator("bootstrap_servers", "topics", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return _split_list(v)
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _host_port(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for server in v:
+            host, sep, port = server.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65_536:
+                raise ValueError(f"expected host:port entries, got {server!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KafkaConfig:
+        # Messages start with the field they are about ("field: message"), the convention
+        # monitor.config uses for whole-model checks.
+        sasl = self.security_protocol.startswith("SASL_")
+        ssl = self.security_protocol.endswith("SSL")
+        if sasl:
+            for name in ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password"):
+                if getattr(self, name) is None:
+                    raise ValueError(
+                        f"{name}: required when security_protocol is {self.security_protocol}"
+                    )
+        elif self.sasl_mechanism is not None or self.sasl_plain_username is not None:
+            raise ValueError(
+                f"sasl_mechanism: only used with SASL_PLAINTEXT or SASL_SSL, "
+                f"but security_protocol is {self.security_protocol}"
+            )
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            path = getattr(self, name)
+            if path is None:
+                continue
+            if not ssl:
+                raise ValueError(
+                    f"{name}: only used with SSL or SASL_SSL, "
+                    f"but security_protocol is {self.security_protocol}"
+                )
+            if not path.is_file():
+                raise ValueError(f"{name}: file not found: {path}")
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            raise ValueError("ssl_keyfile: ssl_certfile and ssl_keyfile go together")
+        if self.sink_retry_backoff_max_ms < self.sink_retry_backoff_ms:
+            raise ValueError("sink_retry_backoff_max_ms: must be >= sink_retry_backoff_ms")
+        if self.max_poll_interval_ms <= self.sink_retry_backoff_max_ms:
+            raise ValueError("max_poll_interval_ms: must exceed sink_retry_backoff_max_ms")
+        return self
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Connection and security keyword arguments for kafka-python clients.
+
+        The only place secrets are revealed; never log the result.
+        """
+        kw: dict[str, Any] = {
+            "bootstrap_servers": list(self.bootstrap_servers),
+            "client_id": self.client_id,
+            "security_protocol": self.security_protocol,
+            "request_timeout_ms": self.request_timeout_ms,
+        }
+        if self.security_protocol.endswith("SSL"):
+            kw["ssl_check_hostname"] = self.ssl_check_hostname
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+                path = getattr(self, name)
+                if path is not None:
+                    kw[name] = str(path)
+            if self.ssl_password is not None:
+                kw["ssl_password"] = self.ssl_password.get_secret_value()
+        if self.security_protocol.startswith("SASL_"):
+            assert self.sasl_plain_password is not None  # checked by _consistent
+            kw["sasl_mechanism"] = self.sasl_mechanism
+            kw["sasl_plain_username"] = self.sasl_plain_username
+            kw["sasl_plain_password"] = self.sasl_plain_password.get_secret_value()
+        return kw
+
+    def describe(self) -> str:
+        """One log line about the connection, without secrets."""
+        auth = self.security_protocol
+        if self.sasl_mechanism:
+            auth += f"/{self.sasl_mechanism} user={self.sasl_plain_username}"
+        return (
+            f"kafka {','.join(self.bootstrap_servers)} topics={','.join(self.topics)} "
+            f"group={self.group_id} client={self.client_id} security={auth} "
+            f"max_batch={self.max_batch}"
+        )
+
+
+class EmbeddedConfig(_Strict):
+    """In-process replay of a scored file: the source when no Kafka is configured."""
+
+    #: CSV, Parquet or JSON-lines file to replay; absent: the caller supplies records.
+    path: Path | None = None
+    #: Records per second; absent = as fast as possible.
+    rate: float | None = Field(None, gt=0)
+    batch_size: int = Field(1_000, ge=1, le=1_000_000)
+    #: Topic name in the synthetic origins (dead letters and logs say where a record came from).
+    topic_name: str = Field("embedded", min_length=1)
+    #: Consecutive failed sink attempts of one batch before ``run`` raises: a replay has no
+    #: broker keeping the data, and a sink that keeps failing on it is a bug to surface.
+    sink_max_retries: int = Field(3, ge=0)
+    sink_retry_backoff_ms: int = Field(200, ge=1)
+
+    @field_validator("path")
+    @classmethod
+    def _known_format(cls, v: Path | None) -> Path | None:
+        if v is not None and v.suffix.lower() not in (".csv", ".parquet", ".pq", ".jsonl"):
+            raise ValueError(f"unsupported file type {v.suffix!r}; use .csv, .parquet or .jsonl")
+        return v
+
+
+def _error_to_config_error(
+    exc: ValidationError, prefix: str, env: Mapping[str, str]
+) -> ConfigError:
+    """First pydantic error -> ConfigError naming ``prefix.field`` (and its variable, if any)."""
+    # Imported here: monitor.config will import this module to mount the models, and a
+    # module-level import back into it would be circular.
+    from monitor.config import ConfigError
+
+    err = exc.errors()[0]
+    loc = tuple(str(p) for p in err.get("loc", ()) if not isinstance(p, int))
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    field = loc[0] if loc else ""
+    if not loc and err.get("type") == "value_error":
+        head, sep, rest = msg.partition(": ")
+        if sep:
+            field, msg = head, rest
+    kind = err.get("type")
+    if kind == "literal_error" and field not in SECRET_FIELDS:
+        expected = (err.get("ctx") or {}).get("expected", "")
+        msg = f"got {err.get('input')!r}; allowed values: {expected}"
+    elif kind == "extra_forbidden":
+        msg = "unknown field"
+    elif kind == "missing":
+        msg = "required"
+    from_env = [var for var, f in KAFKA_ENV_VARS.items() if f == field and env.get(var)]
+    if from_env:
+        msg += f" (set by environment variable {from_env[0]})"
+    return ConfigError(f"{prefix}.{field}" if field else prefix, msg)
+
+
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """KafkaConfig fields set by ``VFR_KAFKA_*`` variables (empty values ignored)."""
+    env = os.environ if environ is None else environ
+    return {field: env[var] for var, field in KAFKA_ENV_VARS.items() if env.get(var)}
+
+
+def kafka_config_with_env(
+    raw: KafkaConfig | Mapping[str, Any] | None,
+    environ: Mapping[str, str] | None = None,
+) -> KafkaConfig | None:
+    """The Kafka settings of the file (a model, a parsed table or None) with env overrides.
+
+    Returns None when neither the file nor ``VFR_KAFKA_BOOTSTRAP`` configures Kafka: the
+    service then uses the embedded replay. Raises ConfigError naming ``kafka.<field>``.
+    """
+    env = os.environ if environ is None else environ
+    overrides = env_overrides(env)
+    if raw is None and "bootstrap_servers" not in overrides:
+        return None
+    # exclude_unset: re-validating the dump must not turn defaults into explicit values;
+    # model_dump keeps secrets wrapped in SecretStr, which validate as they are.
+    base: dict[str, Any] = (
+        raw.model_dump(exclude_unset=True) if isinstance(raw, KafkaConfig) else dict(raw or {})
+    )
+    base.update(overrides)
+    try:
+        return KafkaConfig(**base)
+    except ValidationError as exc:
+        raise _error_to_config_error(exc, "kafka", env) from None
+
+
+def embedded_config(raw: EmbeddedConfig | Mapping[str, Any] | None = None) -> EmbeddedConfig:
+    """Validate an ``[embedded]`` table, raising ConfigError naming ``embedded.<field>``."""
+    if isinstance(raw, EmbeddedConfig):
+        return raw
+    try:
+        return EmbeddedConfig(**dict(raw or {}))
+    except ValidationError as exc:
+        raise _error_to_config_error(exc, "embedded", {}) from None

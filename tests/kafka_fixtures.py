@@ -1,0 +1,144 @@
+"""One real Kafka broker per test session, shared by every Kafka test module.
+
+A real single-node Kafka 4.x (KRaft) broker is provisioned from Maven Central jars by
+deploy/kafka/kafka.sh (cached between runs), started on a free 127.0.0.1 port in a temporary
+directory for the whole test session, and stopped at the end. If the broker cannot be
+provisioned or started the requesting test FAILS: a missing broker must never pass silently
+as a skip.
+
+Why a module of its own rather than a fixture per test file: starting the broker costs ~10 s,
+so every module that needs Kafka imports the same session-scoped fixture::
+
+    from tests.kafka_fixtures import kafka_broker  # noqa: F401
+
+Caveat that shapes the code below: pytest registers an imported fixture once per importing
+module (each gets its own session-scoped cache), so the fixture alone would start one broker
+per module. The broker is therefore held in module state with a user count: the first
+requester starts it, later ones reuse it, the last release (at session end) stops it. A
+failed start is remembered too, so the other modules fail at once instead of retrying.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+KAFKA_SH = Path(__file__).resolve().parents[1] / "deploy" / "kafka" / "kafka.sh"
+#: Default partitions of auto-created topics on the test broker.
+N_PARTITIONS = 3
+
+
+def _free_ports(n: int) -> list[int]:
+    """n distinct ports that are free on 127.0.0.1 right now (kernel-chosen)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _run_script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KAFKA_PYTHON": sys.executable}
+    return subprocess.run(
+        ["bash", str(KAFKA_SH), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _tail(text: str, lines: int = 60) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+class _SharedBroker:
+    """The session's one broker, shared by every module that imported the fixture."""
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.bootstrap: str | None = None
+        self.run_dir: Path | None = None
+        self.failure: str | None = None
+
+    def acquire(self, tmp_path_factory: pytest.TempPathFactory) -> str:
+        if self.failure is not None:
+            pytest.fail(self.failure)
+        if self.bootstrap is None:
+            try:
+                self.bootstrap = self._start(tmp_path_factory)
+            except pytest.fail.Exception as exc:
+                self.failure = str(exc)
+                raise
+        self.users += 1
+        return self.bootstrap
+
+    def release(self) -> None:
+        self.users -= 1
+        if self.users == 0 and self.run_dir is not None:
+            _run_script("stop", "--dir", str(self.run_dir), timeout=120)
+            self.bootstrap = self.run_dir = None
+
+    def _start(self, tmp_path_factory: pytest.TempPathFactory) -> str:
+        try:
+            prov = _run_script("provision", timeout=900)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"Kafka provisioning ({KAFKA_SH} provision) timed out after 900 s")
+        if prov.returncode != 0:
+            pytest.fail(
+                f"could not provision the Kafka broker ({KAFKA_SH} provision, "
+                f"exit {prov.returncode}); Maven Central must be reachable for the first run.\n"
+                f"{_tail(prov.stderr)}"
+            )
+
+        run_dir = tmp_path_factory.mktemp("kafka")
+        port, controller_port = _free_ports(2)
+        try:
+            start = _run_script(
+                "start",
+                "--port", str(port),
+                "--controller-port", str(controller_port),
+                "--dir", str(run_dir),
+                "--partitions", str(N_PARTITIONS),
+                "--timeout", "120",
+                timeout=240,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            _run_script("stop", "--dir", str(run_dir), timeout=120)
+            pytest.fail(f"kafka.sh start timed out; broker logs in {run_dir}/logs")
+        if start.returncode != 0:
+            _run_script("stop", "--dir", str(run_dir), timeout=120)
+            pytest.fail(
+                f"could not start the Kafka broker (exit {start.returncode}); "
+                f"logs in {run_dir}/logs\n{_tail(start.stderr)}"
+            )
+        bootstrap = start.stdout.strip().splitlines()[-1]
+        self.run_dir = run_dir
+        if bootstrap != f"127.0.0.1:{port}":
+            pytest.fail(f"kafka.sh start printed {start.stdout!r}, want 127.0.0.1:{port}")
+        return bootstrap
+
+
+_BROKER = _SharedBroker()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap address ("127.0.0.1:PORT") of a broker that lives for the test session."""
+    bootstrap = _BROKER.acquire(tmp_path_factory)
+    try:
+        yield bootstrap
+    finally:
+        _BROKER.release()
