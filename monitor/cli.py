@@ -60,6 +60,56 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import threading
+
+    from consumers.config import embedded_config, kafka_config_with_env
+    from monitor.service import MonitorService, run_until_stopped
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = load_config(args.config)
+    kafka_cfg = kafka_config_with_env(config.kafka)
+    emb = embedded_config({**config.embedded, **({"path": args.input} if args.input else {})})
+    if args.rate is not None:
+        emb = emb.model_copy(update={"rate": args.rate})
+    if kafka_cfg is None and emb.path is None:
+        raise ConfigError("embedded.path", "no source: configure [kafka] or give --input FILE")
+    service = MonitorService(
+        config,
+        source_name="kafka" if kafka_cfg else "embedded",
+        db_path=args.db,
+        http_port=args.port,
+        start_scheduler=not args.no_scheduler,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        if kafka_cfg is not None:
+            from consumers.kafka_source import KafkaSource
+
+            source = KafkaSource(kafka_cfg, service.pipeline)
+        else:
+            from consumers.embedded import EmbeddedSource
+
+            source = EmbeddedSource.from_config(emb, service.pipeline)
+        service.start()
+        print(f"vfr-monitor: serving /metrics and /api on {service.api.url}", flush=True)
+        print(f"vfr-monitor: DuckDB file {service.store.path}", flush=True)
+        n = run_until_stopped(
+            service, source, stop, max_messages=args.max_messages, until_idle_s=args.until_idle
+        )
+        source.close()
+        print(f"vfr-monitor: stopped after {n} messages", flush=True)
+    finally:
+        service.close()
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from monitor.demo import run_demo
 
@@ -91,6 +141,17 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--out", required=True, help="output directory")
     a.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     a.set_defaults(func=_cmd_audit)
+
+    r = sub.add_parser("run", help="the monitor service (Kafka, or an embedded replay)")
+    r.add_argument("--config", default=None)
+    r.add_argument("--db", default=None, help="DuckDB file (default: [service] db_path)")
+    r.add_argument("--port", type=int, default=None, help="HTTP port (0: any free port)")
+    r.add_argument("--input", default=None, help="embedded replay file (csv, parquet, jsonl)")
+    r.add_argument("--rate", type=float, default=None, help="embedded replay records/s")
+    r.add_argument("--max-messages", type=int, default=None)
+    r.add_argument("--until-idle", type=float, default=None, help="stop after S idle seconds")
+    r.add_argument("--no-scheduler", action="store_true", help="do not run the slow axes")
+    r.set_defaults(func=_cmd_run)
 
     d = sub.add_parser("demo", help="audit a synthetic window and print the grid")
     d.add_argument("--config", default=None)

@@ -236,6 +236,9 @@ class MonitorConfig(_Strict):
     equilense: EquiLenseConfig = Field(default_factory=EquiLenseConfig)
     input: InputConfig = Field(default_factory=InputConfig)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
+    #: [kafka] and [embedded] tables, validated by the sources at start-up (consumers.config)
+    kafka: dict[str, Any] | None = None
+    embedded: dict[str, Any] = Field(default_factory=dict)
     confirm_windows: int = Field(2, ge=1)
 
     @model_validator(mode="after")
