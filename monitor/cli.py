@@ -28,6 +28,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 oracle_models=args.oracle_models,
                 config=cfg,
             )
+    elif args.what == "ingest":
+        from monitor.bench_ingest import run_ingest_bench
+
+        out = run_ingest_bench(events=args.events, bootstrap=args.bootstrap)
     elif args.what == "axes":
         from monitor.bench_axes import run_axes_bench
 
@@ -122,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="benchmarks: fast path and baseline timed in the same run")
-    b.add_argument("what", choices=["axis1", "axes", "mppd"])
+    b.add_argument("what", choices=["axis1", "axes", "mppd", "ingest"])
     b.add_argument("--config", default=None, help="TOML config (defaults: SPEC section 9)")
     b.add_argument("--models", type=int, default=12)
     b.add_argument("--window", type=int, default=10_000)
@@ -132,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--records", type=int, default=1_000_000, help="axes: cohort size")
     b.add_argument("--n", type=int, default=20_000, help="mppd: records for fast vs oracle")
     b.add_argument("--n-large", type=int, default=50_000, help="mppd: records, fast only")
+    b.add_argument("--events", type=int, default=1_000_000, help="ingest: events")
+    b.add_argument("--bootstrap", default=None, help="ingest: broker (default: start one)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_cmd_bench)
 
