@@ -1,0 +1,107 @@
+"""The service in-process: scheduled axes feed the tiers, the API and /metrics show them."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.config import config_from_mapping
+from monitor.pipeline import Origin
+from monitor.service import MonitorService
+from monitor.synthetic import synthetic_window
+
+CFG = config_from_mapping(
+    {
+        "window": {"size": 4000, "hop_records": 1000, "hop_seconds": 0},
+        "axis1": {"K": 100},
+        "axis2": {"sizes": [500, 1000, 2000], "R": 10},
+        "axis3": {"folds": 5},
+        "equilense": {"features": []},
+    }
+)
+
+
+def _feed(service, n, seed, start=0):
+    df = synthetic_window(n, models=1, seed=seed).drop(columns=["decision"])
+    df["record_id"] = [f"s{seed}-{i}" for i in range(len(df))]
+    df["event_time"] = "2026-11-01T00:00:00Z"
+    payloads = [json.dumps(r).encode() for r in df.to_dict("records")]
+    service.pipeline.ingest_batch(
+        payloads, [Origin("t", 0, start + i) for i in range(len(payloads))]
+    )
+
+
+def _get(url):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.status, r.read()
+
+
+@pytest.fixture
+def service(tmp_path):
+    s = MonitorService(CFG, db_path=str(tmp_path / "s.duckdb"), http_port=0, start_scheduler=False)
+    s.start()
+    yield s
+    s.close()
+
+
+def test_tiers_are_pending_until_the_slow_axes_ran_then_real(service):
+    _feed(service, 2000, seed=1)
+    cells = json.loads(_get(service.api.url + "/api/cells")[1])
+    assert len(cells) == 28 and {c["tier"] for c in cells} == {"Pending"}
+    for job in ("axis2", "axis3", "equilense"):
+        outcome = service.scheduler.run_now_blocking(job)
+        assert outcome.state == "success", outcome
+    _feed(service, 1000, seed=2, start=2000)
+    cells = json.loads(_get(service.api.url + "/api/cells")[1])
+    tiers = {c["tier"] for c in cells}
+    assert "Pending" not in tiers and tiers <= {
+        "Practical-Stability", "Caution-Required", "High-Variance", "Catastrophic-Instability"
+    }  # fmt: skip
+    assert all(c["kappa"] is not None for c in cells)  # the synthetic cohort has hospitals
+    # the API's window history of one cell: newest first, with seeds
+    status, body = _get(service.api.url + "/api/windows?model=model-00&metric=DI&attribute=race")
+    history = json.loads(body)
+    assert status == 200 and [h["evaluation"] for h in history] == [3, 2, 1]
+    # /metrics shows one tier per cell and the job runs
+    families = {f.name: f for f in text_string_to_metric_families(
+        _get(service.api.url + "/metrics")[1].decode())}  # fmt: skip
+    tier_ones = [s for s in families["vfr_cell_tier"].samples if s.value == 1]
+    assert len(tier_ones) == 28
+    runs = {(s.labels["job"], s.labels["state"]): s.value for s in families["vfr_job_runs"].samples}
+    assert runs[("axis2", "success")] == 1 and runs[("axis3", "success")] == 1
+    assert service.ready() == (True, "ok")
+
+
+def test_a_failing_job_is_contained_and_counted(service, monkeypatch):
+    _feed(service, 1000, seed=3)
+
+    def boom(*a, **k):
+        raise RuntimeError("secret record value 0.1234")
+
+    monkeypatch.setattr("monitor.service.run_axis2", boom)
+    outcome = service.scheduler.run_now_blocking("axis2")
+    assert outcome.state == "failure" and outcome.error_kind == "RuntimeError"
+    text = _get(service.api.url + "/metrics")[1].decode()
+    assert 'vfr_job_runs_total{job="axis2",state="failure"} 1.0' in text
+    assert "0.1234" not in text
+    _feed(service, 1000, seed=4, start=1000)  # the service keeps evaluating
+    assert len(json.loads(_get(service.api.url + "/api/cells")[1])) == 28
+
+
+def test_restart_restores_cells_for_the_api(tmp_path):
+    path = str(tmp_path / "r.duckdb")
+    s = MonitorService(CFG, db_path=path, http_port=0, start_scheduler=False)
+    _feed(s, 1000, seed=5)
+    before = s.cells()
+    s.close()
+    again = MonitorService(CFG, db_path=path, http_port=0, start_scheduler=False)
+    try:
+        def key(c):
+            return (c["metric"], c["attribute"])
+
+        assert sorted(again.cells(), key=key) == sorted(before, key=key) and len(before) == 28
+    finally:
+        again.close()
