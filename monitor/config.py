@@ -216,6 +216,7 @@ class ServiceConfig(_Strict):
     drift_delta: float = Field(0.002, gt=0, lt=1)
     retention_discharge_days: float = Field(400.0, gt=0)
     retention_result_days: float = Field(730.0, gt=0)
+    retention_interval_s: float = Field(86_400.0, gt=0)
     max_payload_bytes: int = Field(65_536, ge=256)
 
 

@@ -67,6 +67,7 @@ class MonitorService:
                 JobSpec("axis2", self.job_axis2, config.service.axis2_interval_s),
                 JobSpec("axis3", self.job_axis3, config.service.axis3_interval_s),
                 JobSpec("equilense", self.job_equilense, config.service.equilense_interval_s),
+                JobSpec("retention", self.job_retention, config.service.retention_interval_s),
             ],
             on_outcome=self._job_outcome,
             early_min_interval_s=config.service.early_run_min_interval_s,
@@ -233,6 +234,14 @@ class MonitorService:
             return run_equilense(frame, features, names, tables, self.config)
 
         self._for_each_model("equilense", compute)
+
+    def job_retention(self) -> dict[str, int]:
+        """Delete discharges and results past their retention (by wall-clock time)."""
+        svc = self.config.service
+        now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
+        return self.store.apply_retention(
+            now, svc.retention_discharge_days, svc.retention_result_days
+        )
 
     def _job_outcome(self, o: JobOutcome) -> None:
         self.exporter.job(o.job, o.state, o.duration_s, o.started_at)

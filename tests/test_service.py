@@ -99,9 +99,30 @@ def test_restart_restores_cells_for_the_api(tmp_path):
     s.close()
     again = MonitorService(CFG, db_path=path, http_port=0, start_scheduler=False)
     try:
+
         def key(c):
             return (c["metric"], c["attribute"])
 
         assert sorted(again.cells(), key=key) == sorted(before, key=key) and len(before) == 28
     finally:
         again.close()
+
+
+def test_retention_deletes_only_what_is_past_its_age(tmp_path):
+    cfg = config_from_mapping(
+        {"service": {"retention_discharge_days": 100, "retention_result_days": 200,
+                     "cohort_days": 90}, "window": {"hop_records": 1000, "hop_seconds": 0},
+         "axis1": {"K": 50}}
+    )  # fmt: skip
+    now = [1_800_000_000.0]  # a fixed wall clock: 2027-01-15
+    s = MonitorService(cfg, db_path=str(tmp_path / "ret.duckdb"), http_port=0,
+                       start_scheduler=False, clock=lambda: now[0])  # fmt: skip
+    try:
+        _feed(s, 1000, seed=6)  # event_time 2026-11-01: 75 days before "now"
+        assert s.job_retention()["discharges"] == 0
+        now[0] += 30 * 86_400  # 105 days after the events: discharges go, results stay
+        deleted = s.job_retention()
+        assert deleted["discharges"] == 1000 and deleted["window_results"] == 0
+        assert s.store.counts()["discharges"] == 0 and s.store.counts()["window_results"] == 28
+    finally:
+        s.close()
