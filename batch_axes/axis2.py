@@ -56,6 +56,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from monitor.axis1 import defined_moments
 from monitor.config import MetricRule
 from monitor.counts import CountTable
 from monitor.metrics import METRICS, NEEDS_BINS, Tallies
@@ -256,16 +257,7 @@ def cv_of_draws(values: np.ndarray) -> dict[str, np.ndarray]:
     else sd / |mean|.
     """
     v = np.asarray(values, dtype=np.float64)
-    defined = ~np.isnan(v)
-    n_def = defined.sum(axis=-1)
-    filled = np.where(defined, v, 0.0)
-    mean = np.divide(filled.sum(axis=-1), n_def, out=np.full(n_def.shape, np.nan), where=n_def > 0)
-    dev = np.where(defined, v - mean[..., None], 0.0)
-    sd = np.sqrt(
-        np.divide(
-            (dev * dev).sum(axis=-1), n_def - 1, out=np.full(n_def.shape, np.nan), where=n_def > 1
-        )
-    )
+    mean, sd, n_def = defined_moments(v)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = sd / np.abs(mean)
     cv = np.where(sd <= CV_EPS, 0.0, np.where(np.abs(mean) < CV_EPS, np.inf, ratio))

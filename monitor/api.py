@@ -29,14 +29,9 @@ log). Access logging goes to ``logging`` at DEBUG; nothing is printed.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
-import numbers
 import socket
 import threading
-from collections.abc import Mapping
-from enum import Enum
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
@@ -45,6 +40,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from monitor.exporter import Exporter
+from monitor.jsonable import dumps
 
 log = logging.getLogger(__name__)
 
@@ -70,40 +66,6 @@ class StateView(Protocol):
     def windows(self, model: str, metric: str, attribute: str, limit: int) -> list[dict] | None:
         """Latest evaluations of one cell; None when the cell is unknown."""
         ...
-
-
-# ----------------------------------------------------------------------------- JSON
-def to_jsonable(obj: Any) -> Any:
-    """Plain JSON values: NaN -> None, +/-inf -> "inf"/"-inf", numpy scalars -> Python.
-
-    >>> to_jsonable({"a": float("nan"), "b": [float("inf"), -float("inf"), 1]})
-    {'a': None, 'b': ['inf', '-inf', 1]}
-    """
-    if isinstance(obj, Enum):
-        return to_jsonable(obj.value)
-    if obj is None or isinstance(obj, bool | str):
-        return obj
-    if isinstance(obj, numbers.Integral):
-        return int(obj)
-    if isinstance(obj, numbers.Real):
-        x = float(obj)
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return x
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple | set | frozenset):
-        return [to_jsonable(v) for v in obj]
-    if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy arrays and scalars (bool_)
-        return to_jsonable(obj.tolist())
-    return str(obj)
-
-
-def dumps(obj: Any) -> bytes:
-    """Strict JSON (never NaN/Infinity tokens) as UTF-8 bytes."""
-    return json.dumps(to_jsonable(obj), allow_nan=False, separators=(",", ":")).encode()
 
 
 # ----------------------------------------------------------------------------- handler

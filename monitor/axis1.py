@@ -190,6 +190,26 @@ def draw_tallies(
 
 
 # ----------------------------------------------------------------------------- summaries
+def defined_moments(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, sd with ddof 1, count) of the defined (non-NaN) draws along the last axis.
+
+    NaN where there are too few defined draws (none for the mean, fewer than two for sd).
+
+    >>> [x.tolist() for x in defined_moments(np.array([1.0, np.nan, 3.0]))]
+    [2.0, 1.4142135623730951, 2]
+    """
+    v = np.asarray(values, dtype=np.float64)
+    defined = ~np.isnan(v)
+    n_def = defined.sum(axis=-1)
+    filled = np.where(defined, v, 0.0)
+    mean = np.divide(filled.sum(axis=-1), n_def, out=np.full(n_def.shape, np.nan), where=n_def > 0)
+    dev = np.where(defined, v - mean[..., None], 0.0)
+    var = np.divide(
+        (dev * dev).sum(axis=-1), n_def - 1, out=np.full(n_def.shape, np.nan), where=n_def > 1
+    )
+    return mean, np.sqrt(var), n_def
+
+
 def summarise_draws(values: np.ndarray, threshold: float, direction: str) -> dict[str, float]:
     """VFR, dominant verdict, sigma, mean, sd and 95% CI of K metric draws (last axis).
 
@@ -199,16 +219,7 @@ def summarise_draws(values: np.ndarray, threshold: float, direction: str) -> dic
     v = np.asarray(values, dtype=np.float64)
     K = v.shape[-1]
     n_pass = passes(v, threshold, direction).sum(axis=-1)
-    defined = ~np.isnan(v)
-    n_def = defined.sum(axis=-1)
-    filled = np.where(defined, v, 0.0)
-    mean = np.divide(filled.sum(axis=-1), n_def, out=np.full(n_def.shape, np.nan), where=n_def > 0)
-    dev = np.where(defined, v - mean[..., None], 0.0)
-    sd = np.sqrt(
-        np.divide(
-            (dev * dev).sum(axis=-1), n_def - 1, out=np.full(n_def.shape, np.nan), where=n_def > 1
-        )
-    )
+    mean, sd, n_def = defined_moments(v)
     with np.errstate(divide="ignore", invalid="ignore"):
         gap = np.abs(mean - threshold)
         sigma = np.where(sd > 0, gap / sd, np.where(gap > 0, np.inf, 0.0))

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import MonitorConfig
+from monitor.jsonable import to_json
 
 #: Each entry upgrades the schema to the version at its index + 1.
 MIGRATIONS: list[list[str]] = [
@@ -94,37 +95,6 @@ class IngestOutcome:
     dead_letters: int
     new_mask: np.ndarray  # per valid row: True when stored now (not a duplicate)
     seq: np.ndarray  # arrival sequence number per valid row; -1 for duplicates
-
-
-def _json_default(x: Any) -> Any:
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.floating):
-        return float(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    if isinstance(x, tuple):
-        return list(x)
-    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
-
-
-def _clean(x: Any) -> Any:
-    """NaN and infinities are not JSON: NaN -> None, inf -> 'inf'."""
-    if isinstance(x, float):
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return x
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_clean(v) for v in x]
-    return x
-
-
-def to_json(x: Any) -> str:
-    return json.dumps(_clean(x), default=_json_default, allow_nan=False)
 
 
 class Store:

@@ -22,8 +22,9 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.api import dumps, serve, to_jsonable
+from monitor.api import serve
 from monitor.exporter import ALLOWED_LABELS, MAX_REASONS, MIN_EXPORT_RECORDS, Exporter
+from monitor.jsonable import dumps, to_jsonable
 from monitor.tiers import Tier
 
 INF, NAN = math.inf, math.nan
