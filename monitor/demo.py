@@ -12,7 +12,8 @@ import time
 
 import numpy as np
 
-from monitor.axis1 import CellResult, evaluate_axis1
+from monitor.axes_runner import run_axis1
+from monitor.axis1 import CellResult
 from monitor.config import MonitorConfig
 from monitor.schema import validate_records
 from monitor.synthetic import synthetic_window
@@ -50,15 +51,7 @@ def run_demo(config: MonitorConfig, records: int = 20_000, models: int = 2) -> i
     checked = validate_records(raw, config)
     tables = tables_from_frame(checked.valid, config)
     t1 = time.perf_counter()
-    results = evaluate_axis1(
-        tables,
-        config.metrics,
-        K=config.axis1.K,
-        N=config.axis1.N,
-        min_group_support=config.axis1.min_group_support,
-        seed=config.axis1.seed,
-        threads=config.axis1.threads,
-    )
+    results = run_axis1(tables, config, config.axis1.seed)
     t2 = time.perf_counter()
     print(
         f"vfr-monitor demo: {len(raw)} records in, {len(checked.valid)} valid, "
