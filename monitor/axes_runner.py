@@ -33,11 +33,16 @@ from monitor.tiers import TierResult, axis1_fails, axis2_fails, axis3_fails, rel
 Tables = Mapping[tuple[str, str], CountTable]
 
 
-def run_axis1(tables: Tables, config: MonitorConfig, seed: int) -> list[CellResult]:
+def run_axis1(
+    tables: Tables, config: MonitorConfig, seed: int, threads: int | None = None
+) -> list[CellResult]:
+    """Axis 1 with the configured K, N and support; ``threads`` overrides the config
+    (the service evaluates one model at a time, where a thread pool costs more than it saves).
+    """
     a = config.axis1
     return evaluate_axis1(
         tables, config.metrics, K=a.K, N=a.N, min_group_support=a.min_group_support,
-        seed=seed, threads=a.threads,
+        seed=seed, threads=a.threads if threads is None else threads,
     )  # fmt: skip
 
 

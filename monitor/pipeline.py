@@ -213,6 +213,8 @@ class Pipeline:
         self, tx: Any, new: pd.DataFrame, now: pd.Timestamp, report: BatchReport
     ) -> None:
         hop = self.config.window.hop_records
+        pending: list[dict[str, Any]] = []
+        touched = []
         for model_id, rows in new.groupby("model_id", sort=True):
             model_id = str(model_id)
             w = self.windows.get(model_id)
@@ -229,10 +231,18 @@ class Pipeline:
                 self._since_eval[model_id] += take
                 i += take
                 if w.arrivals % hop == 0:
-                    self._evaluate(tx, model_id, now, report)
-            self.store.write_model_state(
-                model_id, w.arrivals, self.evaluations[model_id], w.old_events, now
-            )
+                    pending.append(self._evaluate(model_id, now, report))
+            touched.append(model_id)
+        self._write(tx, pending, touched, now)
+
+    def _write(self, tx: Any, pending: list[dict[str, Any]], models: list[str], now: Any) -> None:
+        self.store.write_evaluations(tx, pending)
+        self.store.write_model_states(
+            [
+                (m, self.windows[m].arrivals, self.evaluations[m], self.windows[m].old_events, now)
+                for m in models
+            ]
+        )
 
     def tick(self) -> int:
         """Wall-clock hops: evaluate models with new records whose last evaluation is old."""
@@ -252,25 +262,26 @@ class Pipeline:
             if not due:
                 return 0
             now = pd.Timestamp(wall, unit="s", tz="UTC")
-            with self.store.transaction() as tx:
-                for m in due:
-                    self._evaluate(tx, m, now, report)
-                    w = self.windows[m]
-                    self.store.write_model_state(
-                        m, w.arrivals, self.evaluations[m], w.old_events, now
-                    )
-                    done += 1
+            try:
+                with self.store.transaction() as tx:
+                    pending = [self._evaluate(m, now, report) for m in due]
+                    self._write(tx, pending, due, now)
+                    done = len(due)
+            except BaseException:
+                self._reload()
+                raise
         if self.on_batch is not None:
             self.on_batch(report)
         return done
 
     # ------------------------------------------------------------------ evaluation
-    def _evaluate(self, tx: Any, model_id: str, now: pd.Timestamp, report: BatchReport) -> None:
+    def _evaluate(self, model_id: str, now: pd.Timestamp, report: BatchReport) -> dict[str, Any]:
+        """Axis 1, tiers and events of a model's window now; returns the rows to store."""
         cfg = self.config
         w = self.windows[model_id]
         t0 = time.perf_counter()
         seed = evaluation_seed(cfg.axis1.seed, model_id, w.arrivals)
-        results = run_axis1(w.table_map(), cfg, seed)
+        results = run_axis1(w.table_map(), cfg, seed, threads=1)
         evaluation = self.evaluations[model_id] + 1
         self.evaluations[model_id] = evaluation
         n_star = self.axes.n_star.get(model_id)
@@ -316,9 +327,12 @@ class Pipeline:
             "end_count": w.arrivals,
             "seed": seed,
         }
-        self.store.write_evaluation(tx, model_id, evaluation, window, cells, states, events, now)
         self._since_eval[model_id] = 0
         self._last_eval_wall[model_id] = self.clock()
         report.evaluations.append((model_id, time.perf_counter() - t0))
         report.cells.extend(cells)
         report.events.extend(events)
+        return {
+            "model_id": model_id, "evaluation": evaluation, "window": window, "cells": cells,
+            "states": states, "events": events, "evaluated_at": now,
+        }  # fmt: skip

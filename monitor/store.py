@@ -293,77 +293,89 @@ class Store:
         return out
 
     # ------------------------------------------------------------------ evaluations and state
-    def write_evaluation(
-        self,
-        tx: _Transaction,
-        model_id: str,
-        evaluation: int,
-        window: dict[str, Any],
-        cells: Sequence[dict[str, Any]],
-        states: Sequence[tuple[str, str, dict[str, Any]]],
-        events: Sequence[dict[str, Any]],
-        evaluated_at: pd.Timestamp,
-    ) -> None:
-        """Axis 1 results of one evaluation, the cells' tracker states and their events.
+    def write_evaluations(self, tx: _Transaction, items: Sequence[dict[str, Any]]) -> None:
+        """Axis 1 results of a batch's evaluations, the cells' latest tracker states and events.
 
-        A few dozen rows: one multi-row VALUES statement per table is several times
-        faster here than registering a data frame (which pays off for large batches).
+        ``items``: dicts with model_id, evaluation, window, cells, states, events,
+        evaluated_at. Written once per batch (one insert per table): per-evaluation
+        statements cost more than the evaluations' rows themselves.
         """
-        seed = int(window["seed"])
-        self._insert_values(
+        if not items:
+            return
+        c = self._conn
+        wr = [
+            (
+                it["model_id"], it["evaluation"], it["evaluated_at"], it["window"]["kind"],
+                it["window"].get("first_seq"), it["window"].get("last_seq"),
+                it["window"].get("end_count"), int(it["window"]["seed"]), x["metric"],
+                x["attribute"], to_json(x), x.get("tier"), x.get("confirmed_tier"),
+            )
+            for it in items
+            for x in it["cells"]
+        ]  # fmt: skip
+        self._insert_frame(
             "window_results",
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::JSON, ?, ?)",
-            [
-                (
-                    model_id, evaluation, evaluated_at, window["kind"], window.get("first_seq"),
-                    window.get("last_seq"), window.get("end_count"), seed, x["metric"],
-                    x["attribute"], to_json(x), x.get("tier"), x.get("confirmed_tier"),
-                )
-                for x in cells
-            ],
+            ["model_id", "evaluation", "evaluated_at", "window_kind", "window_first_seq",
+             "window_last_seq", "window_end_count", "seed", "metric", "attribute", "result",
+             "tier", "confirmed_tier"],
+            wr, json_columns={"result"},
         )  # fmt: skip
-        latest = {(x["metric"], x["attribute"]): x for x in cells}
-        self._insert_values(
-            "cell_state",
-            "(?, ?, ?, ?::JSON, ?::JSON, ?)",
-            [
-                (model_id, m, a, to_json(st), to_json(latest.get((m, a))), evaluated_at)
-                for m, a, st in states
-            ],
-            replace=True,
-        )
+        latest_state: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+        for it in items:  # a cell evaluated twice in one batch keeps its last state
+            cells = {(x["metric"], x["attribute"]): x for x in it["cells"]}
+            for m, a, st in it["states"]:
+                latest_state[(it["model_id"], m, a)] = (
+                    it["model_id"], m, a, to_json(st), to_json(cells.get((m, a))),
+                    it["evaluated_at"],
+                )  # fmt: skip
+        self._insert_frame(
+            "cell_state", ["model_id", "metric", "attribute", "state", "latest", "updated_at"],
+            list(latest_state.values()), json_columns={"state", "latest"}, replace=True,
+        )  # fmt: skip
+        events = [(it["evaluated_at"], e) for it in items for e in it["events"]]
         if events:
             first = self._next_event
-            self._insert_values(
+            self._insert_frame(
                 "events",
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::JSON)",
+                ["id", "created_at", "kind", "model_id", "metric", "attribute", "old", "new",
+                 "confirmed", "direction", "evaluation", "axes"],
                 [
-                    (
-                        first + i, evaluated_at, e["kind"], e["model_id"], e["metric"],
-                        e["attribute"], e["old"], e["new"], e["confirmed"], e["direction"],
-                        e["evaluation"], to_json(e.get("axes", {})),
-                    )
-                    for i, e in enumerate(events)
+                    (first + i, at, e["kind"], e["model_id"], e["metric"], e["attribute"],
+                     e["old"], e["new"], e["confirmed"], e["direction"], e["evaluation"],
+                     to_json(e.get("axes", {})))
+                    for i, (at, e) in enumerate(events)
                 ],
+                json_columns={"axes"},
             )  # fmt: skip
             self._next_event += len(events)
+        del c
 
-    def _insert_values(
-        self, table: str, row: str, rows: Sequence[tuple[Any, ...]], replace: bool = False
+    def _insert_frame(
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[tuple[Any, ...]],
+        json_columns: set[str] = frozenset(),  # type: ignore[assignment]
+        replace: bool = False,
     ) -> None:
         if not rows:
             return
+        frame = pd.DataFrame.from_records(list(rows), columns=list(columns))
+        select = ", ".join(f'"{c}"::JSON' if c in json_columns else f'"{c}"' for c in columns)
         verb = "INSERT OR REPLACE INTO" if replace else "INSERT INTO"
-        sql = f"{verb} {table} VALUES " + ", ".join([row] * len(rows))
-        self._conn.execute(sql, [v for r in rows for v in r])
+        name = f"_ins_{table}"
+        self._conn.register(name, frame)
+        try:
+            self._conn.execute(f"{verb} {table} SELECT {select} FROM {name}")
+        finally:
+            self._conn.unregister(name)
 
-    def write_model_state(
-        self, model_id: str, records: int, evaluations: int, old_events: int, at: pd.Timestamp
-    ) -> None:
-        self._conn.execute(
-            "INSERT OR REPLACE INTO model_state VALUES (?, ?, ?, ?, ?)",
-            [model_id, records, evaluations, old_events, at],
-        )
+    def write_model_states(self, rows: Sequence[tuple[str, int, int, int, pd.Timestamp]]) -> None:
+        """(model_id, records, evaluations, old_events, at) per model touched by a batch."""
+        self._insert_frame(
+            "model_state", ["model_id", "records", "evaluations", "old_events", "updated_at"],
+            rows, replace=True,
+        )  # fmt: skip
 
     def model_states(self) -> dict[str, dict[str, int]]:
         rows = self._conn.execute(

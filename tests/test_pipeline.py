@@ -106,7 +106,7 @@ def test_a_failed_transaction_leaves_no_trace_and_the_retry_matches(tmp_path, mo
     _feed(pipe, payloads[:666])
     # A fault we cannot cause for real on demand (disk full mid-transaction): the
     # evaluation write raises once, the transaction must roll back completely.
-    original = store.write_evaluation
+    original = store.write_evaluations
     calls = {"n": 0}
 
     def failing(*a, **k):
@@ -115,7 +115,7 @@ def test_a_failed_transaction_leaves_no_trace_and_the_retry_matches(tmp_path, mo
             raise OSError("simulated write failure")
         return original(*a, **k)
 
-    monkeypatch.setattr(store, "write_evaluation", failing)
+    monkeypatch.setattr(store, "write_evaluations", failing)
     chunk = payloads[666:999]
     with pytest.raises(OSError):
         pipe.ingest_batch(chunk, [Origin("t", 0, k) for k in range(len(chunk))])
