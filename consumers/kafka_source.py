@@ -256,15 +256,14 @@ class KafkaSource:
                 "offsets not committed"
             ) from exc
         delay = min(cfg.sink_retry_backoff_ms * 2 ** (attempt - 1), cfg.sink_retry_backoff_max_ms)
-        # The exception's type and text tell an operator what broke (disk full, lock);
-        # the payloads themselves are never logged.
+        # Only the exception's type: its text may quote record values (a database error
+        # naming a key, a conversion error naming a value), and logs carry none.
         log.warning(
-            "kafka source: sink failed on a batch of %d messages (attempt %d): %s: %s; "
+            "kafka source: sink failed on a batch of %d messages (attempt %d): %s; "
             "offsets not committed, redelivering in %.1f s",
             n,
             attempt,
             type(exc).__name__,
-            exc,
             delay / 1000,
         )
         return not stop.wait(delay / 1000)

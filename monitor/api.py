@@ -140,8 +140,8 @@ class _Handler(BaseHTTPRequestHandler):
             route(query)
         except _BadParamError as e:
             self._json(HTTPStatus.BAD_REQUEST, {"error": "invalid parameter", "parameter": e.name})
-        except Exception:
-            log.exception("api: %s failed", parts.path)
+        except Exception as exc:  # the type only: an exception's text may quote data
+            log.error("api: %s failed: %s", parts.path, type(exc).__name__)
             self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": "internal error"})
 
     def __getattr__(self, name: str):
