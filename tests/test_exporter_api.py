@@ -611,7 +611,8 @@ def test_internal_errors_hide_details(api, caplog):
     assert status == 500
     assert strict_json(body) == {"error": "internal error"}
     assert b"secret internal detail" not in body and b"Traceback" not in body
-    assert "secret internal detail" in caplog.text  # but it is in the log
+    # the log names the failing route and exception type, never its text (it may quote data)
+    assert "RuntimeError" in caplog.text and "secret internal detail" not in caplog.text
 
 
 def test_malformed_request_line_is_not_echoed(api):
