@@ -196,7 +196,10 @@ class Store:
                         "score": rows["score"].to_numpy(dtype=np.float64),
                         "label": rows["label"].to_numpy(dtype=np.int8),
                         "decision": rows["decision"].to_numpy(dtype=np.int8),
-                        "attributes": _attributes_json(rows, self.attributes),
+                        **{
+                            f"attr_{i}": rows[a].to_numpy(dtype=object)
+                            for i, a in enumerate(self.attributes)
+                        },
                         "features": [
                             None
                             if f is None or (isinstance(f, float) and math.isnan(f))
@@ -205,12 +208,13 @@ class Store:
                         ],
                     }
                 )
+                # the attribute object is built by DuckDB, column-wise, not per record in Python
+                attrs = ", ".join(f"'{a}', attr_{i}" for i, a in enumerate(self.attributes))
                 c.register("_batch_rows", frame)
                 c.execute(
                     "INSERT INTO discharges SELECT seq, model_id, record_id, event_time, "
-                    "received_at, hospital_id, score, label, decision, attributes::JSON, "
-                    "features::JSON "
-                    "FROM _batch_rows"
+                    f"received_at, hospital_id, score, label, decision, json_object({attrs}), "
+                    "features::JSON FROM _batch_rows"
                 )
                 c.unregister("_batch_rows")
                 self._next_seq += k
@@ -545,10 +549,3 @@ class _Transaction:
                 self.store._reset_counters()
         finally:
             self.store._lock.release()
-
-
-def _attributes_json(rows: pd.DataFrame, attributes: Sequence[str]) -> list[str]:
-    cols = [rows[a].to_numpy(dtype=object) for a in attributes]
-    return [
-        json.dumps(dict(zip(attributes, vals, strict=True))) for vals in zip(*cols, strict=True)
-    ]
