@@ -16,7 +16,6 @@ was killed and restarted produces the same window results as one that was not.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from monitor.axes_runner import cell_tier, run_axis1
@@ -164,10 +164,11 @@ class Pipeline:
                 reason = "oversized"
             else:
                 try:
-                    decoded.append(json.loads(raw))
+                    # orjson: strict RFC 8259 (no NaN/Infinity tokens), ~3x faster than json
+                    decoded.append(orjson.loads(raw))
                     index.append(i)
                     continue
-                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                except (orjson.JSONDecodeError, RecursionError):
                     reason = "invalid_json"
             payload = None if raw is None else bytes(raw[: 4 * limit])
             dead.append(DeadLetter(reason, payload, o.topic, o.partition, o.offset))

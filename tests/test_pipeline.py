@@ -139,6 +139,7 @@ def test_poison_messages_go_to_dead_letters_with_reasons(tmp_path):
         json.dumps({**good, "race": "Martian"}).encode(),
         json.dumps({**good, "note": "free text"}).encode(),
         b'{"a": "' + b"x" * 70_000 + b'"}',
+        b'{"score": NaN}',  # not JSON (RFC 8259 has no NaN token)
         json.dumps(good).encode(),
     ]
     pipe.ingest_batch(poison, [Origin("topic-a", 2, 100 + i) for i in range(len(poison))])
@@ -148,7 +149,7 @@ def test_poison_messages_go_to_dead_letters_with_reasons(tmp_path):
     assert [r[0] for r in rows] == [
         "invalid_json", "invalid_json", "empty_payload", "empty_payload", "not_an_object",
         "wrong_type:score", "out_of_range:score", "unknown_code:race", "unexpected_field",
-        "oversized",
+        "oversized", "invalid_json",
     ]  # fmt: skip
     assert all(r[1] == "topic-a" and r[2] == 2 for r in rows)
     assert store.counts()["discharges"] == 1
