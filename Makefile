@@ -21,13 +21,15 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# Debian packages the tests need: promtool (prometheus), Alertmanager, a JDK and Maven for
-# the Kafka broker. Installed only when missing, so a prepared machine needs no network.
+# Debian packages the tests need: promtool (prometheus), amtool (prometheus-alertmanager),
+# a JDK and Maven for the Kafka broker. Installed only when missing, so a prepared machine
+# needs no network.
 system-deps:
 	@missing=""; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
 	command -v mvn >/dev/null || missing="$$missing maven"; \
+	command -v amtool >/dev/null || missing="$$missing prometheus-alertmanager"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

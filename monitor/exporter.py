@@ -63,7 +63,7 @@ ALLOWED_LABELS = frozenset(
         "from_tier",
         "to_tier",
         "reason",
-        "job",
+        "task",
         "direction",
         "source",
         "state",
@@ -325,17 +325,17 @@ class Exporter:
 
         # ---- scheduled jobs
         self.job_duration = gauge(
-            "vfr_job_duration_seconds", "Wall time of the job's latest run.", ("job",)
+            "vfr_job_duration_seconds", "Wall time of the job's latest run.", ("task",)
         )
         self.job_last_success = gauge(
             "vfr_job_last_success_timestamp_seconds",
             "Unix time of the job's latest successful run.",
-            ("job",),
+            ("task",),
         )
         self.job_runs = counter(
             "vfr_job_runs_total",
             "Runs of the job by outcome: success, failure, skipped.",
-            ("job", "state"),
+            ("task", "state"),
         )
 
         # ---- model health (river)
@@ -570,7 +570,7 @@ class Exporter:
     # ------------------------------------------------------------------ jobs / health
     def job(self, job: str, state: str, duration_s: float | None, at_timestamp: float) -> None:
         """One run of a scheduled job (state success | failure | skipped)."""
-        job = _ident("job", job)
+        job = _ident("task", job)
         if state not in JOB_STATES:
             raise ValueError("state must be success, failure or skipped")
         with self._lock:

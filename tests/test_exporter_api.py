@@ -62,9 +62,9 @@ EXPECTED = {
     "vfr_evaluations_total": ("counter", {"model"}),
     "vfr_evaluation_duration_seconds": ("histogram", {"model"}),
     "vfr_old_events_total": ("counter", {"model"}),
-    "vfr_job_duration_seconds": ("gauge", {"job"}),
-    "vfr_job_last_success_timestamp_seconds": ("gauge", {"job"}),
-    "vfr_job_runs_total": ("counter", {"job", "state"}),
+    "vfr_job_duration_seconds": ("gauge", {"task"}),
+    "vfr_job_last_success_timestamp_seconds": ("gauge", {"task"}),
+    "vfr_job_runs_total": ("counter", {"task", "state"}),
     "vfr_model_rolling_auroc": ("gauge", {"model"}),
     "vfr_model_rolling_accuracy": ("gauge", {"model"}),
     "vfr_drift_detections_total": ("counter", {"model", "metric", "attribute"}),
@@ -314,9 +314,9 @@ def test_jobs_lag_health_window():
     exp.job("axis2", "skipped", None, 3000.0)
     text = exp.render()
     for state in ("success", "failure", "skipped"):
-        assert value(text, "vfr_job_runs_total", job="axis2", state=state) == 1
-    assert value(text, "vfr_job_duration_seconds", job="axis2") == 4.0  # skipped: no duration
-    assert value(text, "vfr_job_last_success_timestamp_seconds", job="axis2") == 1000.0
+        assert value(text, "vfr_job_runs_total", task="axis2", state=state) == 1
+    assert value(text, "vfr_job_duration_seconds", task="axis2") == 4.0  # skipped: no duration
+    assert value(text, "vfr_job_last_success_timestamp_seconds", task="axis2") == 1000.0
     with pytest.raises(ValueError):
         exp.job("axis2", "exploded", 1.0, 1.0)
 

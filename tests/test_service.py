@@ -70,7 +70,8 @@ def test_tiers_are_pending_until_the_slow_axes_ran_then_real(service):
         _get(service.api.url + "/metrics")[1].decode())}  # fmt: skip
     tier_ones = [s for s in families["vfr_cell_tier"].samples if s.value == 1]
     assert len(tier_ones) == 28
-    runs = {(s.labels["job"], s.labels["state"]): s.value for s in families["vfr_job_runs"].samples}
+    samples = families["vfr_job_runs"].samples
+    runs = {(s.labels["task"], s.labels["state"]): s.value for s in samples}
     assert runs[("axis2", "success")] == 1 and runs[("axis3", "success")] == 1
     assert service.ready() == (True, "ok")
 
@@ -85,7 +86,7 @@ def test_a_failing_job_is_contained_and_counted(service, monkeypatch):
     outcome = service.scheduler.run_now_blocking("axis2")
     assert outcome.state == "failure" and outcome.error_kind == "RuntimeError"
     text = _get(service.api.url + "/metrics")[1].decode()
-    assert 'vfr_job_runs_total{job="axis2",state="failure"} 1.0' in text
+    assert 'vfr_job_runs_total{state="failure",task="axis2"} 1.0' in text
     assert "0.1234" not in text
     _feed(service, 1000, seed=4, start=1000)  # the service keeps evaluating
     assert len(json.loads(_get(service.api.url + "/api/cells")[1])) == 28
