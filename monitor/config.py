@@ -204,6 +204,10 @@ class ServiceConfig(_Strict):
     """The running service: its DuckDB file, HTTP address, cadences and retention."""
 
     db_path: str = "vfr-monitor.duckdb"
+    #: DuckDB's memory ceiling (its default is 80 % of the machine's RAM)
+    duckdb_memory_limit: str = Field(
+        "1GB", pattern=r"^[0-9]+(\.[0-9]+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
+    )
     http_host: str = "127.0.0.1"
     http_port: int = Field(9464, ge=0, le=65535)
     #: audit cohort of the scheduled axes: each model's records of the last cohort_days

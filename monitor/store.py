@@ -105,6 +105,8 @@ class Store:
         self.config = config
         self.attributes = [a.name for a in config.attributes]
         self._conn = duckdb.connect(str(self.path))
+        # validated by the config's pattern, so it can be spliced into the statement
+        self._conn.execute(f"SET memory_limit = '{config.service.duckdb_memory_limit}'")
         self._lock = threading.RLock()  # one writer transaction at a time
         self._migrate()
         self._reset_counters()
