@@ -60,7 +60,12 @@ DEFAULT_ATTRIBUTES: list[dict[str, Any]] = [
     {"name": "ethnicity", "groups": {"0": "Hispanic", "1": "Not Hispanic"}},
     {
         "name": "age_group",
-        "groups": {"0": "<18", "1": "18-44", "2": "45-64", "3": "65+"},
+        "groups": {
+            "0": "Pediatric (<18)",
+            "1": "Young Adult (18-39)",
+            "2": "Middle-Aged (40-64)",
+            "3": "Elderly (65+)",
+        },
     },
 ]
 
