@@ -371,10 +371,12 @@ def overview() -> db.Dashboard:
         .with_panel(
             table(
                 "Confirmed tier changes in the time range",
-                "Confirmed tier changes per cell over the dashboard's time range.",
+                "Confirmed tier changes per cell over the dashboard's time range. Counted on "
+                "the confirmed-tier gauge: a labelled change counter first appears at 1, so "
+                "increase() would miss the first change of each kind.",
                 q(
-                    "sum by (model, metric, attribute, from_tier, to_tier) "
-                    f'(increase(vfr_tier_changes_total{{state="confirmed", {m}}}[$__range])) > 0',
+                    "sum by (model, metric, attribute) "
+                    f"(changes(vfr_cell_confirmed_tier_level{{{m}}}[$__range])) > 0",
                     ref="A",
                     instant=True,
                     table=True,
