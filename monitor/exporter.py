@@ -252,6 +252,13 @@ class Exporter:
             _CELL,
             cell=True,
         )
+        self.cell_confirmed_pass = gauge(
+            "vfr_cell_confirmed_pass",
+            "Confirmed (debounced) dominant verdict: 1 pass, 0 fail. A gauge, so that "
+            "changes() sees a cell's first confirmed flip (a labelled counter starts at 1).",
+            _CELL,
+            cell=True,
+        )
         self.verdict_flips = counter(
             "vfr_verdict_flips_total",
             "Changes of a cell's dominant verdict (state raw: every change; confirmed: "
@@ -417,6 +424,7 @@ class Exporter:
         partial: bool,
         confirmed_tier: str | None,
         window_n: int,
+        confirmed_pass: bool | None = None,
     ) -> None:
         """Publish one cell's latest evaluation (or remove it if its window is too small)."""
         key = (_ident("model", model), _ident("metric", metric), _ident("attribute", attribute))
@@ -450,6 +458,10 @@ class Exporter:
                 _discard(self.cell_confirmed_tier_level, *key)
             else:
                 self.cell_confirmed_tier_level.labels(*key).set(confirmed.level)
+            if confirmed_pass is None:
+                _discard(self.cell_confirmed_pass, *key)
+            else:
+                self.cell_confirmed_pass.labels(*key).set(1 if confirmed_pass else 0)
 
     def record_event(
         self,

@@ -129,6 +129,9 @@ class MonitorService:
             n_star=num(c.get("n_star")), kappa=num(c.get("kappa")),
             tier=c["tier"], tier_level=int(c["tier_level"]), partial=bool(c.get("partial")),
             confirmed_tier=c.get("confirmed_tier"), window_n=int(c.get("window_n", 0)),
+            confirmed_pass=(
+                None if c.get("confirmed_verdict") is None else c["confirmed_verdict"] == "pass"
+            ),
         )  # fmt: skip
 
     def _after_batch(self, report: BatchReport) -> None:

@@ -44,6 +44,7 @@ EXPECTED = {
     "vfr_cell_tier": ("gauge", {"model", "metric", "attribute", "tier"}),
     "vfr_cell_partial": ("gauge", {"model", "metric", "attribute"}),
     "vfr_cell_confirmed_tier_level": ("gauge", {"model", "metric", "attribute"}),
+    "vfr_cell_confirmed_pass": ("gauge", {"model", "metric", "attribute"}),
     "vfr_verdict_flips_total": (
         "counter",
         {"model", "metric", "attribute", "direction", "state"},
@@ -98,7 +99,7 @@ def cell(exp: Exporter, model="xgb", metric="DI", attribute="race", **over) -> N
 
 def populate(exp: Exporter) -> None:
     """Touch every metric so the exposition holds at least one series of each."""
-    cell(exp, sigma=INF, n_star=INF, ci_low=NAN)
+    cell(exp, sigma=INF, n_star=INF, ci_low=NAN, confirmed_pass=True)
     cell(exp, metric="SPD", partial=True, kappa=None, n_star=None, tier="Pending", tier_level=-1)
     exp.record_event("verdict_flip", "xgb", "DI", "race", "pass", "fail", False, "pass_to_fail")
     exp.record_event(
@@ -249,6 +250,11 @@ def test_cell_values_and_non_finite_choices():
     assert value(text, "vfr_cell_kappa", **DI) == pytest.approx(0.3)
     assert value(text, "vfr_cell_confirmed_tier_level", **DI) == 2
     assert value(text, "vfr_cell_partial", **DI) == 1
+    assert value(text, "vfr_cell_confirmed_pass", **DI) is None  # no confirmed verdict yet
+    cell(exp, confirmed_pass=False)
+    assert value(exp.render(), "vfr_cell_confirmed_pass", **DI) == 0
+    cell(exp, confirmed_pass=True)
+    assert value(exp.render(), "vfr_cell_confirmed_pass", **DI) == 1
     cell(exp, kappa=None)
     assert value(exp.render(), "vfr_cell_kappa", **DI) is None  # result withdrawn: gone
 

@@ -389,9 +389,10 @@ def overview() -> db.Dashboard:
         .with_panel(
             table(
                 "Cells with confirmed verdict flips (last hour)",
-                "Cells whose confirmed verdict flipped in the last hour (first flip included).",
+                "Cells whose confirmed verdict flipped in the last hour, counted on the "
+                "confirmed-verdict gauge (so a cell's first flip shows at once).",
                 q(
-                    f"cell:vfr_verdict_flips_confirmed:increase1h{{{m}}} > 0",
+                    f"changes(vfr_cell_confirmed_pass{{{m}}}[1h]) > 0",
                     ref="A",
                     instant=True,
                     table=True,
