@@ -110,37 +110,28 @@ class CellTracker:
     def observe(
         self, evaluation: int, verdict: str, tier: str, axes: dict[str, Any]
     ) -> list[CellEvent]:
+        """Raw and confirmed verdict flips, then raw and confirmed tier changes."""
         events = []
-        raw, conf = self.verdict.update(verdict)
-        for change, confirmed in ((raw, False), (conf, True)):
-            if change:
-                events.append(
-                    CellEvent(
-                        "verdict_flip",
-                        *self.key,
-                        change[0],
-                        change[1],
-                        confirmed,
-                        f"{change[0]}_to_{change[1]}",
-                        evaluation,
-                        dict(axes),
+        for kind, state, value, direction in (
+            ("verdict_flip", self.verdict, verdict, lambda old, new: f"{old}_to_{new}"),
+            ("tier_change", self.tier, tier, tier_direction),
+        ):
+            raw, conf = state.update(value)
+            for change, confirmed in ((raw, False), (conf, True)):
+                if change:
+                    old, new = change
+                    events.append(
+                        CellEvent(
+                            kind,
+                            *self.key,
+                            old,
+                            new,
+                            confirmed,
+                            direction(old, new),
+                            evaluation,
+                            dict(axes),
+                        )
                     )
-                )
-        raw, conf = self.tier.update(tier)
-        for change, confirmed in ((raw, False), (conf, True)):
-            if change:
-                events.append(
-                    CellEvent(
-                        "tier_change",
-                        *self.key,
-                        change[0],
-                        change[1],
-                        confirmed,
-                        tier_direction(*change),
-                        evaluation,
-                        dict(axes),
-                    )
-                )
         return events
 
     def to_dict(self) -> dict[str, Any]:
