@@ -6,9 +6,15 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from monitor import __version__
 from monitor.config import ConfigError, load_config
+
+#: Kept in sync with monitor.scorer.SCENARIOS by a test (importing it here would load
+#: xgboost and scipy for every command).
+SCENARIO_NAMES = ("demographic_shift", "hospital_case_mix", "label_rate", "group_score_shift")
+DEFAULT_SCENARIO = "group_score_shift"
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -115,9 +121,115 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from monitor.demo import run_demo
+    from monitor.demo import DemoOptions, run_demo
 
-    return run_demo(load_config(args.config), records=args.records, models=args.models)
+    scenario = None if args.scenario == "none" else args.scenario
+    if args.dataset != "synthetic" and args.scenario not in ("none", DEFAULT_SCENARIO):
+        raise ConfigError("--scenario", "scenarios apply to the synthetic cohort only")
+    opts = DemoOptions(
+        dataset=args.dataset,
+        data=args.data,
+        records=args.records,
+        seed=args.seed,
+        scenario=scenario if args.dataset == "synthetic" else None,
+        rate=None if args.rate <= 0 else args.rate,
+        axes_interval_s=args.axes_interval,
+        out_dir=args.out_dir,
+        port=args.port,
+        follow=args.follow,
+        live=None if args.view == "auto" else args.view == "live",
+    )
+    try:
+        return run_demo(load_config(args.config), opts)
+    except ValueError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        print(f"vfr-monitor demo: {exc}", file=sys.stderr)
+        return 2
+
+
+def _write_frame(frame: Any, out: str) -> None:
+    """Write .parquet, .csv or .jsonl (features dicts as JSON text in CSV)."""
+    import pandas as pd
+
+    path = out.lower()
+    if path.endswith(".parquet"):
+        frame.to_parquet(out, index=False)
+    elif path.endswith(".csv"):
+        if "features" in frame:
+            import orjson
+
+            frame = frame.assign(features=[orjson.dumps(f).decode() for f in frame["features"]])
+        frame.to_csv(out, index=False)
+    elif path.endswith(".jsonl"):
+        import orjson
+
+        from monitor.scorer import iter_records
+
+        with open(out, "wb") as f:
+            for rec in iter_records(frame):
+                f.write(orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    else:
+        raise ConfigError("--out", "file name must end in .parquet, .csv or .jsonl")
+    del pd
+
+
+def _cmd_synth(args: argparse.Namespace) -> int:
+    from monitor.cohort import SCENARIOS, synth_cohort
+
+    scenario = None if args.scenario == "none" else args.scenario
+    if scenario is not None and scenario not in SCENARIOS:
+        raise ConfigError(
+            "--scenario",
+            f"{scenario!r} is not a data scenario; choose from {sorted(SCENARIOS)} (model "
+            "updates such as group_score_shift act on scores: see `vfr-monitor produce`)",
+        )
+    frame = synth_cohort(args.records, seed=args.seed, scenario=scenario)
+    _write_frame(frame, args.out)
+    print(f"vfr-monitor synth: {len(frame):,} discharges -> {args.out}")
+    return 0
+
+
+def _cmd_produce(args: argparse.Namespace) -> int:
+    from monitor.scorer import iter_records, synthetic_stream
+
+    scenario = None if args.scenario == "none" else args.scenario
+    try:
+        stream = synthetic_stream(args.records, args.seed, scenario)
+    except ValueError as exc:
+        raise ConfigError("--scenario", str(exc)) from None
+    for m in stream.models:
+        print(f"vfr-monitor produce: {m.model_id} held-out AUROC {m.auroc:.3f}", file=sys.stderr)
+    if args.bootstrap is None:
+        if args.out is None:
+            raise ConfigError("--out", "without --bootstrap, give --out FILE for the stream")
+        _write_frame(stream.frame, args.out)
+        print(
+            f"vfr-monitor produce: {len(stream.frame):,} scored records -> {args.out} "
+            f"(replay: vfr-monitor run --input {args.out})"
+        )
+        return 0
+    from consumers.kafka_source import ensure_topic, produce_records
+
+    ensure_topic(args.bootstrap, args.topic)
+    n = produce_records(args.bootstrap, args.topic, _paced(iter_records(stream.frame), args.rate))
+    print(f"vfr-monitor produce: {n:,} scored records -> {args.bootstrap} topic {args.topic}")
+    return 0
+
+
+def _paced(records: Any, rate: float | None) -> Any:
+    """Yield records at ``rate`` per second (all at once when rate is None or <= 0)."""
+    import time
+
+    if rate is None or rate <= 0:
+        yield from records
+        return
+    start = time.monotonic()
+    for k, rec in enumerate(records):
+        delay = start + k / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        yield rec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -159,11 +271,52 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-scheduler", action="store_true", help="do not run the slow axes")
     r.set_defaults(func=_cmd_run)
 
-    d = sub.add_parser("demo", help="audit a synthetic window and print the grid")
-    d.add_argument("--config", default=None)
-    d.add_argument("--records", type=int, default=20_000)
-    d.add_argument("--models", type=int, default=2)
+    scen_help = "drift scenario ('none' for a stationary year): " + ", ".join(SCENARIO_NAMES)
+    d = sub.add_parser("demo", help="the service on a drifting scored stream, with a live view")
+    d.add_argument("--config", default=None, help="TOML config (the demo shortens the cadence)")
+    d.add_argument(
+        "--dataset", choices=["synthetic", "diabetes130", "texas100x"], default="synthetic"
+    )
+    d.add_argument("--data", default=None, help="texas100x: path of your Texas-100X file")
+    d.add_argument("--records", type=int, default=100_000, help="synthetic: discharges drawn")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument(
+        "--scenario", default=DEFAULT_SCENARIO, choices=[*SCENARIO_NAMES, "none"], help=scen_help
+    )
+    d.add_argument(
+        "--rate",
+        type=float,
+        default=3000.0,
+        help="messages/s into the pipeline (0: as fast as it goes)",
+    )
+    d.add_argument("--axes-interval", type=float, default=6.0, help="slow-axes cadence, s")
+    d.add_argument("--out-dir", default="demo-output", help="where the DuckDB file goes")
+    d.add_argument("--port", type=int, default=0, help="HTTP port on 127.0.0.1 (0: any free)")
+    d.add_argument("--follow", action="store_true", help="keep serving after the replay")
+    d.add_argument(
+        "--view",
+        choices=["auto", "live", "lines"],
+        default="auto",
+        help="redraw in place (live) or print progress lines",
+    )
     d.set_defaults(func=_cmd_demo)
+
+    s = sub.add_parser("synth", help="write a seeded synthetic discharge cohort (unscored)")
+    s.add_argument("--records", type=int, required=True)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", required=True, help=".parquet, .csv or .jsonl")
+    s.add_argument("--scenario", default="none", help="data scenario or 'none'")
+    s.set_defaults(func=_cmd_synth)
+
+    pr = sub.add_parser("produce", help="train XGBoost, score a synthetic stream, publish it")
+    pr.add_argument("--scenario", default="none", help=scen_help)
+    pr.add_argument("--rate", type=float, default=0.0, help="records/s (0: as fast as it goes)")
+    pr.add_argument("--records", type=int, default=100_000, help="discharges drawn")
+    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--bootstrap", default=None, help="Kafka HOST:PORT (else --out FILE)")
+    pr.add_argument("--topic", default="scored-discharges")
+    pr.add_argument("--out", default=None, help="without Kafka: .jsonl, .parquet or .csv")
+    pr.set_defaults(func=_cmd_produce)
     return p
 
 

@@ -1,71 +1,410 @@
-"""`vfr-monitor demo`: the smallest end-to-end run that exists so far.
+"""`vfr-monitor demo`: the whole service on one machine, on data that drifts, in under 3 minutes.
 
-A seeded synthetic window goes through validation, count tables and Axis 1;
-the grid of verdicts and flip rates is printed per model. (The streaming demo
-with Kafka-free ingestion, scheduled axes and the exporter replaces this once
-those parts land.)
+What runs is the product, not a mock-up of it: the embedded source replays a scored stream
+into the same Pipeline the Kafka consumer feeds (validation, DuckDB, windows, Axis 1 per
+hop, tiers, debounced events), APScheduler runs Axis 2, Axis 3 and EquiLense/MPPD on a short
+cadence, and /metrics and the API are served on 127.0.0.1 while it runs. The terminal shows
+progress, the tier grid per model and the latest confirmed events; the summary at the end
+lists every confirmed verdict flip and tier downgrade and says where the DuckDB file is.
+
+Default data: the seeded Texas-calibrated synthetic cohort (monitor.cohort) scored by two
+XGBoost models (monitor.scorer) under the ``group_score_shift`` scenario, a model update
+that lowers female patients' scores from July on. Disparate Impact by sex of the updated
+model walks down through 0.80, so that cell's verdict flips and, while it sits near the
+threshold, its flip rate rises and its tier is downgraded. ``--dataset diabetes130``
+replays the shipped UCI file instead (no hospital ids: Axis 3 not applicable), and
+``--dataset texas100x --data FILE`` a Texas-100X file the user has.
 """
 
 from __future__ import annotations
 
+import logging
+import shutil
+import sys
+import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
 
-import numpy as np
+import orjson
 
-from monitor.axes_runner import run_axis1
-from monitor.axis1 import CellResult
 from monitor.config import MonitorConfig
-from monitor.schema import validate_records
-from monitor.synthetic import synthetic_window
-from monitor.tables import tables_from_frame
+from monitor.scorer import ScoredStream, iter_records
+
+TIER_MARK = {
+    "Practical-Stability": "S",
+    "Caution-Required": "C",
+    "High-Variance": "H",
+    "Catastrophic-Instability": "X",
+    "Pending": "?",
+}
+DEFAULT_SCENARIO = "group_score_shift"
 
 
-def format_grid(results: list[CellResult], config: MonitorConfig) -> str:
-    """One block per model: metrics as rows, attributes as columns, 'verdict VFR' per cell."""
+@dataclass(frozen=True)
+class DemoOptions:
+    """What `vfr-monitor demo` was asked for (CLI flags)."""
+
+    dataset: str = "synthetic"
+    data: str | None = None
+    records: int = 100_000
+    seed: int = 0
+    scenario: str | None = DEFAULT_SCENARIO
+    #: messages per second into the pipeline (None: as fast as it goes)
+    rate: float | None = 3_000.0
+    axes_interval_s: float = 6.0
+    out_dir: str = "demo-output"
+    port: int = 0
+    follow: bool = False
+    #: seconds between terminal refreshes
+    refresh_s: float = 1.0
+    live: bool | None = None  # None: redraw in place only when stdout is a terminal
+
+
+def demo_config(
+    base: MonitorConfig, attributes: list[dict] | None, opts: DemoOptions, features: tuple[str, ...]
+) -> MonitorConfig:
+    """The user's config with the demo's short cadence, attributes and EquiLense features."""
+    data = base.model_dump()
+    if attributes is not None:
+        data["attributes"] = attributes
+    data["service"] = {
+        **data["service"],
+        "axis2_interval_s": opts.axes_interval_s,
+        "axis3_interval_s": opts.axes_interval_s,
+        # EquiLense matches pairs over the whole cohort: seconds, not tenths.
+        "equilense_interval_s": 2.5 * opts.axes_interval_s,
+        "early_run_min_interval_s": opts.axes_interval_s,
+    }
+    data["equilense"] = {**data["equilense"], "features": list(features)}
+    return MonitorConfig.model_validate(data)
+
+
+def build_stream(opts: DemoOptions) -> tuple[ScoredStream, Any]:
+    """The scored stream and the dataset description (None for the synthetic cohort)."""
+    from monitor import scorer
+
+    if opts.dataset == "synthetic":
+        return scorer.synthetic_stream(opts.records, opts.seed, opts.scenario), None
+    if opts.dataset == "diabetes130":
+        from monitor.datasets.diabetes130 import load_diabetes130
+
+        ds = load_diabetes130()
+    elif opts.dataset == "texas100x":
+        from monitor.datasets.texas100x import load_texas100x
+
+        if not opts.data:
+            raise ValueError("--dataset texas100x needs --data FILE (the file is not shipped)")
+        ds = load_texas100x(opts.data)
+    else:
+        raise ValueError(f"unknown dataset {opts.dataset!r}")
+    return scorer.dataset_stream(ds, opts.seed), ds
+
+
+def poison_payloads() -> list[bytes]:
+    """Three broken messages, so the dead-letter path shows in the summary."""
+    return [b"{not json", b'{"record_id": "bad-1", "score": "high"}', b"[1, 2, 3]"]
+
+
+def payload_stream(stream: ScoredStream) -> list[bytes]:
+    """The stream as the JSON payloads a producer sends, with the poison messages early on."""
+    out = [orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) for r in iter_records(stream.frame)]
+    at = min(len(out), 500)
+    return out[:at] + poison_payloads() + out[at:]
+
+
+# ---------------------------------------------------------------------- terminal view
+
+
+def tier_grid(cells: list[dict], config: MonitorConfig, models: list[str]) -> list[str]:
+    """Per model: metric rows x attribute columns, 'verdict/tier' ('~' = flip rate above tau)."""
     attrs = [a.name for a in config.attributes]
+    by_key = {(c["model_id"], c["metric"], c["attribute"]): c for c in cells}
     lines = []
-    for model in sorted({r.model_id for r in results}):
-        cells = {(r.metric, r.attribute): r for r in results if r.model_id == model}
-        lines.append(f"model {model}  (cell: dominant verdict, VFR; '*' = VFR above tau)")
-        lines.append("metric " + "".join(f"{a:>16}" for a in attrs))
+    for model in models:
+        lines.append(f"  {model:<26}" + "".join(f"{a:>13}" for a in attrs))
         for rule in config.metrics:
-            row = f"{rule.name:<7}"
+            row = f"    {rule.name:<24}"
             for a in attrs:
-                r = cells[(rule.name, a)]
-                flag = "*" if r.vfr > config.axis1.tau_vfr else " "
-                row += f"{r.dominant_verdict:>9} {r.vfr:5.3f}{flag}"
+                c = by_key.get((model, rule.name, a))
+                if c is None:
+                    row += f"{'.':>13}"
+                    continue
+                vfr = c.get("vfr")
+                noisy = "~" if vfr is not None and vfr > config.axis1.tau_vfr else " "
+                mark = TIER_MARK.get(c["tier"], "?")
+                row += f"{c.get('dominant_verdict', '?'):>8}{noisy}/{mark:<3}"
             lines.append(row)
-        lines.append("")
-    return "\n".join(lines)
+    lines.append("  tiers: S stable · C caution · H high-variance · X catastrophic · ? pending")
+    return lines
 
 
-def run_demo(config: MonitorConfig, records: int = 20_000, models: int = 2) -> int:
+def event_line(e: dict) -> str:
+    what = "verdict" if e["kind"] == "verdict_flip" else "tier"
+    return (
+        f"  #{e['evaluation']:<4} {e['model_id']} {e['metric']} x {e['attribute']}: "
+        f"{what} {e['old']} -> {e['new']} ({e['direction'].replace('_', ' ')})"
+    )
+
+
+class View:
+    """Redraws the status block in place on a terminal, else prints a line every 5 s."""
+
+    def __init__(self, out: TextIO, live: bool | None):
+        self.out = out
+        self.live = out.isatty() if live is None else live
+        self._last_line = 0.0
+
+    def show(self, header: list[str], body: list[str]) -> None:
+        if self.live:
+            self.out.write("\x1b[H\x1b[J" + "\n".join(header + body) + "\n")
+            self.out.flush()
+        elif time.monotonic() - self._last_line >= 5.0:
+            self._last_line = time.monotonic()
+            print(header[1].strip(), file=self.out, flush=True)
+
+
+# ---------------------------------------------------------------------- the run
+
+
+def _confirmed_events(service: Any) -> list[dict]:
+    """Confirmed events in order (raw events are many; the view shows what a board acts on)."""
+    cur = service.store.cursor()
+    try:
+        df = cur.execute(
+            "SELECT id, kind, model_id, metric, attribute, old, new, direction, evaluation "
+            "FROM events WHERE confirmed ORDER BY id"
+        ).df()
+    finally:
+        cur.close()
+    return df.to_dict("records")
+
+
+def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout) -> int:
+    """Build the stream, run the service on it with a live view, print the summary."""
+    from consumers.embedded import EmbeddedSource
+    from monitor.service import MonitorService, run_until_stopped
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)  # our scheduler logs its own
     t0 = time.perf_counter()
-    frame = synthetic_window(records, models=models, seed=config.axis1.seed, config=config)
-    frame = frame.drop(columns=["decision"])
-    frame["event_time"] = "2026-11-01T00:00:00Z"
-    raw = frame.to_dict("records")
-    # Two deliberately broken records show the dead-letter path.
-    raw.append({**raw[0], "score": 1.7})
-    raw.append({**raw[1], "race": "not-a-code"})
-    checked = validate_records(raw, config)
-    tables = tables_from_frame(checked.valid, config)
-    t1 = time.perf_counter()
-    results = run_axis1(tables, config, config.axis1.seed)
-    t2 = time.perf_counter()
+    print(f"vfr-monitor demo: preparing the {opts.dataset} stream ...", file=out, flush=True)
+    stream, ds = build_stream(opts)
+    features = ds.features if ds is not None else tuple(stream.models[0].features)
+    cfg = demo_config(config, ds.attributes if ds is not None else None, opts, features)
+    for m in stream.models:
+        print(
+            f"  trained {m.model_id} (XGBoost, {m.n_train:,} records): held-out AUROC "
+            f"{m.auroc:.3f}",
+            file=out,
+        )
+    if ds is not None:
+        print(f"  data: {ds.credit}", file=out)
+        for note in ds.notes:
+            print(f"  note: {note}", file=out)
+    payloads = payload_stream(stream)
+    total = len(payloads)
+
+    out_dir = Path(opts.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    db_path = out_dir / f"{opts.dataset}.duckdb"
+    for p in (db_path, Path(f"{db_path}.wal")):
+        p.unlink(missing_ok=True)  # each demo starts from an empty store
+    service = MonitorService(cfg, source_name="embedded", db_path=str(db_path), http_port=opts.port)
+    source = EmbeddedSource(payloads, service.pipeline, rate=opts.rate, batch_size=1000)
+    stop = threading.Event()
+    service.start()
+    assert service.api is not None
+    url = service.api.url
     print(
-        f"vfr-monitor demo: {len(raw)} records in, {len(checked.valid)} valid, "
-        f"rejected by reason: {checked.reason_counts()}"
+        f"  serving {url}/metrics and {url}/api/cells, /api/events, /api/windows "
+        f"(127.0.0.1 only)\n  DuckDB file: {db_path.resolve()}\n  replaying {total:,} messages"
+        + (f" at {opts.rate:,.0f}/s" if opts.rate else " as fast as they go")
+        + f"; slow axes every {opts.axes_interval_s:g} s",
+        file=out,
+        flush=True,
     )
-    print(
-        f"Axis 1: {len(results)} cells, K={config.axis1.K}, N=min(window, {config.axis1.N}), "
-        f"{(t2 - t1) * 1e3:.0f} ms (validation and tables {(t1 - t0) * 1e3:.0f} ms)\n"
+    runner = threading.Thread(
+        target=run_until_stopped, args=(service, source, stop), name="vfr-demo-source", daemon=True
     )
-    print(format_grid(results, config))
-    vfr = np.array([r.vfr for r in results])
-    unstable = int((vfr > config.axis1.tau_vfr).sum())
-    print(
-        f"{unstable} of {len(results)} cells flip in more than "
-        f"{config.axis1.tau_vfr:.0%} of resamples; {int((vfr > 0).sum())} flip at least once."
-    )
+    models = [m.model_id for m in stream.models]
+    view = View(out, opts.live)
+    t_stream = time.perf_counter()
+    runner.start()
+    try:
+        while runner.is_alive():
+            runner.join(timeout=opts.refresh_s)
+            _draw(view, service, cfg, models, source.stats.messages, total, t_stream, stream)
+            if source.exhausted:
+                stop.set()
+        _draw(view, service, cfg, models, source.stats.messages, total, t_stream, stream)
+        summary = _summary(
+            service, cfg, models, stream, ds, time.perf_counter() - t0, db_path, url, opts
+        )
+        print("\n".join(summary), file=out, flush=True)
+        if opts.follow:
+            print("  --follow: still serving; Ctrl-C to stop", file=out, flush=True)
+            _wait_for_interrupt()
+    finally:
+        stop.set()
+        runner.join(timeout=10)
+        service.close()
     return 0
+
+
+def _wait_for_interrupt() -> None:
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+
+
+def _draw(
+    view: View,
+    service: Any,
+    cfg: MonitorConfig,
+    models: list[str],
+    done: int,
+    total: int,
+    t_stream: float,
+    stream: ScoredStream,
+) -> None:
+    elapsed = time.perf_counter() - t_stream
+    evals = sum(service.pipeline.evaluations.values())
+    header = [
+        f"vfr-monitor demo · {stream.dataset} · scenario {stream.scenario or 'none'} · "
+        f"{elapsed:5.1f} s",
+        f"  messages {done:,}/{total:,} ({done / max(total, 1):.0%}), "
+        f"{done / max(elapsed, 1e-9):,.0f}/s · evaluations {evals}",
+    ]
+    body = [*tier_grid(service.cells(), cfg, models), "  latest confirmed events:"]
+    body += [event_line(e) for e in _confirmed_events(service)[-8:]] or ["    (none yet)"]
+    view.show(header, body)
+
+
+def _store_counts(service: Any) -> dict[str, int]:
+    cur = service.store.cursor()
+    try:
+        q = {
+            "stored": "select count(*) from discharges",
+            "dead_letters": "select count(*) from dead_letters",
+            "window_results": "select count(*) from window_results",
+        }
+        return {k: int(cur.execute(sql).fetchone()[0]) for k, sql in q.items()}
+    finally:
+        cur.close()
+
+
+@dataclass(frozen=True)
+class CellStory:
+    """One cell's confirmed history over the run, for the summary."""
+
+    model_id: str
+    metric: str
+    attribute: str
+    flips: list[dict]
+    tiers: list[dict]
+    final: dict
+
+    @property
+    def name(self) -> str:
+        return f"{self.model_id} {self.metric} x {self.attribute}"
+
+    def settled(self, tau: float) -> bool:
+        """The confirmed verdict changed over the run and the final verdict is stable."""
+        vfr = self.final.get("vfr")
+        changed = bool(self.flips) and self.flips[0]["old"] != self.final.get("confirmed_verdict")
+        return changed and vfr is not None and vfr <= tau
+
+
+def cell_stories(events: list[dict], cells: list[dict]) -> list[CellStory]:
+    """Group confirmed events by cell; cells without confirmed flips or downgrades are left out."""
+    by_cell: dict[tuple[str, str, str], list[dict]] = {}
+    for e in events:
+        by_cell.setdefault((e["model_id"], e["metric"], e["attribute"]), []).append(e)
+    final = {(c["model_id"], c["metric"], c["attribute"]): c for c in cells}
+    out = []
+    for key, evs in sorted(by_cell.items()):
+        flips = [e for e in evs if e["kind"] == "verdict_flip"]
+        tiers = [e for e in evs if e["kind"] == "tier_change" and e["direction"] != "pending"]
+        if flips or any(e["direction"] == "downgrade" for e in tiers):
+            out.append(CellStory(*key, flips, tiers, final.get(key, {})))
+    return out
+
+
+def _story_line(st: CellStory) -> str:
+    f = st.final
+    path = " -> ".join([st.flips[0]["old"], *(e["new"] for e in st.flips)]) if st.flips else ""
+    tiers = ""
+    if st.tiers:
+        names = [st.tiers[0]["old"], *(e["new"] for e in st.tiers)]
+        tiers = " · tier " + " -> ".join(TIER_MARK[t] for t in names)
+    value = f.get("value")
+    shown = "n/a" if value is None else f"{float(value):.3f}"
+    return (
+        f"  {st.name}: verdict {path} (flip at evaluation "
+        f"{', '.join(str(e['evaluation']) for e in st.flips)}){tiers}; now {shown}, "
+        f"VFR {f.get('vfr', float('nan')):.3f}"
+    )
+
+
+def _summary(
+    service: Any,
+    cfg: MonitorConfig,
+    models: list[str],
+    stream: ScoredStream,
+    ds: Any,
+    wall_s: float,
+    db_path: Path,
+    url: str,
+    opts: DemoOptions,
+) -> list[str]:
+    counts = _store_counts(service)
+    events = _confirmed_events(service)
+    cells = service.cells()
+    tau = cfg.axis1.tau_vfr
+    stories = cell_stories(events, cells)
+    settled = [st for st in stories if st.settled(tau)]
+    noisy = [st for st in stories if st.flips and not st.settled(tau)]
+    n_flips = sum(len(st.flips) for st in stories)
+    n_down = sum(1 for e in events if e["kind"] == "tier_change" and e["direction"] == "downgrade")
+    partial = sum(1 for c in cells if c.get("partial"))
+    lines = [
+        "",
+        "=" * 72,
+        f"vfr-monitor demo summary ({stream.dataset}, scenario {stream.scenario or 'none'})",
+        f"  wall time {wall_s:.1f} s · {stream.n_discharges:,} discharges x {len(models)} "
+        f"model(s) · {counts['stored']:,} records stored · {counts['dead_letters']} dead "
+        f"letters · {counts['window_results']:,} window results",
+        *(f"  {m.model_id}: held-out AUROC {m.auroc:.3f}" for m in stream.models),
+        f"  confirmed verdict flips: {n_flips} in {sum(1 for st in stories if st.flips)} cells;"
+        f" confirmed tier downgrades: {n_down}",
+        f"  verdicts that changed and are stable now (final VFR <= {tau:g}): {len(settled)}",
+        *(_story_line(st) for st in settled),
+        f"  cells whose verdict flipped but is not trustworthy (VFR > {tau:g} now, or flipped "
+        f"back): {len(noisy)}",
+        *(_story_line(st) for st in noisy[:8]),
+        *([f"  ... and {len(noisy) - 8} more (GET {url}/api/events)"] if len(noisy) > 8 else []),
+        "  final grid (dominant verdict / tier; '~' = VFR above tau):",
+        *tier_grid(cells, cfg, models),
+    ]
+    if partial:
+        lines.append(f"  {partial} cells are partial: Axis 3 does not apply to this data")
+    if ds is not None and not ds.real_dates:
+        lines.append("  event_time is a replay clock (the file has no dates)")
+    py = Path(sys.executable)
+    lines += [
+        f"  DuckDB file: {db_path.resolve()}",
+        "  look at it (after the demo; DuckDB allows one writer process):",
+        f"    {py} -c \"import duckdb; duckdb.connect('{db_path}', read_only=True)"
+        ".sql('select * from events where confirmed order by id').show()\"",
+        "  tables: discharges, dead_letters, window_results, cell_state, events, "
+        "axis_results, job_runs",
+    ]
+    if opts.follow:
+        lines.append(f"  metrics: {url}/metrics · API: {url}/api/cells")
+    if shutil.which("duckdb"):
+        lines.append(f"    or: duckdb -readonly {db_path}")
+    return lines
