@@ -21,6 +21,7 @@ Example (TOML)::
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -70,6 +71,13 @@ DEFAULT_ATTRIBUTES: list[dict[str, Any]] = [
 ]
 
 
+#: What a configured group code may look like: it is exported as a label value, so short and
+#: printable, but otherwise free ("<50", "70+", "African American" are all real codes).
+_CODE_EDGE = r"[^\s\"\\\x00-\x1f\x7f]"
+_CODE_INNER = r"[^\"\\\x00-\x1f\x7f]"
+GROUP_CODE = re.compile(f"{_CODE_EDGE}(?:{_CODE_INNER}{{0,62}}{_CODE_EDGE})?")
+
+
 class ConfigError(ValueError):
     """A configuration problem, with the dotted path of the offending field."""
 
@@ -108,6 +116,12 @@ class AttributeConfig(_Strict):
     def _non_empty(cls, v: dict[str, str]) -> dict[str, str]:
         if len(v) < 2:
             raise ValueError("an attribute needs at least two group codes")
+        for code in v:
+            if not GROUP_CODE.fullmatch(code):
+                raise ValueError(
+                    "group codes are 1-64 printable characters without quotes, backslashes "
+                    "or leading/trailing spaces (they become Prometheus label values)"
+                )
         return v
 
     @property

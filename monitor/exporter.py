@@ -47,6 +47,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from monitor.config import GROUP_CODE
 from monitor.tiers import Tier
 
 #: Fewer records than this and a statistic is not exported (small-cell suppression).
@@ -145,7 +146,11 @@ class Exporter:
     break the cardinality bound.
     """
 
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, group_codes: Iterable[str] | None = None) -> None:
+        #: Group label values allowed besides the identifier shape (the configured codes,
+        #: which may hold spaces or '<': "African American", "<50"). A value outside both
+        #: is refused, so record-level text cannot become a label even by mistake.
+        self._group_codes = frozenset(c for c in group_codes or () if GROUP_CODE.fullmatch(c))
         #: What a scrape reads. The metrics live in ``_inner`` (which also
         #: rejects duplicate names) and reach it through _WithoutCreated.
         self.registry = CollectorRegistry()
@@ -505,7 +510,8 @@ class Exporter:
         model, attribute = _ident("model", model), _ident("attribute", attribute)
         keep = {}
         for code, (records, rate) in groups.items():
-            code = _ident("group", code)
+            if code not in self._group_codes:
+                code = _ident("group", code)
             if int(records) >= MIN_EXPORT_RECORDS:
                 keep[code] = (int(records), float(rate))
         with self._lock:

@@ -115,6 +115,8 @@ class Pipeline:
         self.axes = AxisCache()
         self._last_eval_wall: dict[str, float] = {}
         self._since_eval: dict[str, int] = {}
+        #: on_batch failures after a committed batch (the batch itself is not redelivered)
+        self.observer_failures = 0
         self.lock = threading.RLock()
         self.restore()
 
@@ -200,7 +202,13 @@ class Pipeline:
                 self._reload()
                 raise
         if self.on_batch is not None:
-            self.on_batch(report)
+            # The batch is committed: a failing observer (metrics) must not make the source
+            # redeliver it, so the failure is logged by type (never values) and counted.
+            try:
+                self.on_batch(report)
+            except Exception as exc:
+                self.observer_failures += 1
+                log.error("after-batch observer failed: %s", type(exc).__name__)
 
     def _reload(self) -> None:
         self.windows.clear()
@@ -272,7 +280,13 @@ class Pipeline:
                 self._reload()
                 raise
         if self.on_batch is not None:
-            self.on_batch(report)
+            # The batch is committed: a failing observer (metrics) must not make the source
+            # redeliver it, so the failure is logged by type (never values) and counted.
+            try:
+                self.on_batch(report)
+            except Exception as exc:
+                self.observer_failures += 1
+                log.error("after-batch observer failed: %s", type(exc).__name__)
         return done
 
     # ------------------------------------------------------------------ evaluation

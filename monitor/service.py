@@ -56,7 +56,9 @@ class MonitorService:
         self.source_name = source_name
         self.clock = clock
         self.store = Store(db_path or config.service.db_path, config)
-        self.exporter = Exporter(__version__)
+        self.exporter = Exporter(
+            __version__, group_codes=[c for a in config.attributes for c in a.codes]
+        )
         self.drift = DriftBook(config.service.drift_delta)
         self.health: dict[str, ModelHealth] = {}
         self.pipeline = Pipeline(

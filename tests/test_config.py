@@ -75,6 +75,11 @@ groups = { F = "Female", M = "Male" }
             "attributes.Race!.name",
             "pattern",
         ),
+        (
+            {"attributes": [{"name": "race", "groups": {"1": "x", 'a"b': "y"}}]},
+            "attributes.race.groups",
+            "printable",
+        ),
         ({"window": {"kind": "sliding"}}, "window.kind", "'count' or 'time'"),
     ],
 )

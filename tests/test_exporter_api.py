@@ -410,6 +410,17 @@ def test_label_values_are_bounded_identifiers():
             exp.update_groups("xgb", "race", {bad: (50, 0.5)})
         with pytest.raises(ValueError):
             exp.job(bad, "success", 1.0, 1.0)
+    # Configured group codes may be any short printable text; nothing else passes.
+    exp = Exporter("0.1.0", group_codes=["<50", "African American"])
+    exp.update_groups("m", "age_group", {"<50": (50, 0.5)})
+    exp.update_groups("m", "race", {"African American": (50, 0.5)})
+    assert ("m", "age_group", "<50") in {
+        (d["model"], d["attribute"], d["group"])
+        for d in (dict(k) for k in samples(exp.render(), "vfr_group_records"))
+    }
+    for bad in ("John Smith, MRN 12345", "<60"):
+        with pytest.raises(ValueError):
+            exp.update_groups("m", "race", {bad: (50, 0.5)})
     # Reasons: free text becomes "other", and at most MAX_REASONS distinct codes exist.
     for i in range(3 * MAX_REASONS):
         exp.ingest("scored", 0, 0, {f"missing:field{i}": 1, f"free text {i}": 1})

@@ -80,6 +80,22 @@ def test_redelivery_is_deduplicated(tmp_path):
     pd.testing.assert_frame_equal(_results(once), _results(twice))
 
 
+def test_a_failing_observer_does_not_make_a_committed_batch_fail(tmp_path):
+    """A metrics bug after commit must not turn into redelivery of a committed batch."""
+    payloads = _payloads(n=900)
+    calls = []
+
+    def broken(report):
+        calls.append(report.accepted)
+        raise ValueError("observer bug")
+
+    store = Store(tmp_path / "obs.duckdb", CFG)
+    pipe = Pipeline(CFG, store, on_batch=broken)
+    _feed(pipe, payloads)  # raises nothing
+    assert pipe.observer_failures == len(calls) > 0
+    assert sum(calls) == store.counts()["discharges"] == 1800
+
+
 def test_restart_gives_the_same_results_as_an_uninterrupted_run(tmp_path):
     payloads = _payloads(n=1500)
     ref = Store(tmp_path / "ref.duckdb", CFG)
