@@ -1,0 +1,130 @@
+"""`vfr-monitor demo`, `synth` and `produce`: short runs of what a newcomer types first.
+
+The demo smoke test runs the real service (embedded source, DuckDB file, scheduler, HTTP
+server) on a smaller drifting stream and checks the story the README promises: the model
+update produces a confirmed verdict flip on the updated model's sex cells and at least one
+confirmed tier downgrade, the poison messages land in dead_letters, and the summary says
+where the DuckDB file is. The produce test publishes to the real Kafka broker.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+
+import duckdb
+import pandas as pd
+import pytest
+
+from consumers.kafka_source import ensure_topic
+from monitor.cli import main
+from monitor.cohort import synth_cohort
+from monitor.config import MonitorConfig
+from monitor.demo import DemoOptions, run_demo
+from monitor.schema import validate_records
+from tests.kafka_fixtures import kafka_broker  # noqa: F401
+
+
+def _confirmed(db) -> pd.DataFrame:
+    with duckdb.connect(str(db), read_only=True) as c:
+        return c.execute("SELECT * FROM events WHERE confirmed ORDER BY id").df()
+
+
+def test_demo_shows_a_confirmed_flip_and_downgrade(tmp_path) -> None:
+    out = io.StringIO()
+    opts = DemoOptions(records=60_000, rate=12_000, axes_interval_s=1.0,
+                       out_dir=str(tmp_path), live=False)  # fmt: skip
+    assert run_demo(MonitorConfig(), opts, out=out) == 0
+    text = out.getvalue()
+    db = tmp_path / "synthetic.duckdb"
+    assert f"DuckDB file: {db.resolve()}" in text
+    assert "http://127.0.0.1:" in text and "/metrics" in text
+    assert "held-out AUROC" in text and "vfr-monitor demo summary" in text
+    ev = _confirmed(db)
+    flips = ev[(ev.kind == "verdict_flip") & (ev.model_id == "los-xgb-discharge")
+               & (ev.attribute == "sex") & (ev.direction == "pass_to_fail")]  # fmt: skip
+    assert len(flips) >= 1, text
+    assert ((ev.kind == "tier_change") & (ev.direction == "downgrade")).sum() >= 1, text
+    # the control model's sex cells never see the update
+    control = ev[(ev.model_id == "los-xgb-admission") & (ev.attribute == "sex")
+                 & (ev.metric == "DI") & (ev.kind == "verdict_flip")]  # fmt: skip
+    assert control.empty
+    with duckdb.connect(str(db), read_only=True) as c:
+        assert c.execute("SELECT count(*) FROM dead_letters").fetchone()[0] == 3
+        jobs = set(c.execute("SELECT DISTINCT job FROM job_runs WHERE state='success'").df().job)
+    assert {"axis2", "axis3", "equilense"} <= jobs
+    assert "verdicts that changed and are stable now" in text
+
+
+def test_diabetes130_demo_reports_axis3_not_applicable(tmp_path) -> None:
+    out = io.StringIO()
+    opts = DemoOptions(dataset="diabetes130", rate=None, axes_interval_s=1.0,
+                       out_dir=str(tmp_path), live=False)  # fmt: skip
+    assert run_demo(MonitorConfig(), opts, out=out) == 0
+    text = out.getvalue()
+    assert "CC BY 4.0" in text and "Axis 3 is not applicable" in text
+    assert "replay clock" in text
+    with duckdb.connect(str(tmp_path / "diabetes130.duckdb"), read_only=True) as c:
+        n = c.execute("SELECT count(*) FROM discharges").fetchone()[0]
+        hospitals = c.execute("SELECT count(hospital_id) FROM discharges").fetchone()[0]
+    assert n == 76_252 and hospitals == 0  # no invented sites
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_synth_writes_the_seeded_cohort(tmp_path, suffix, capsys) -> None:
+    path = tmp_path / f"cohort{suffix}"
+    assert main(["synth", "--records", "3000", "--seed", "4", "--out", str(path),
+                 "--scenario", "label_rate"]) == 0  # fmt: skip
+    want = synth_cohort(3000, seed=4, scenario="label_rate")
+    got = pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path, dtype=str)
+    assert list(got.columns) == list(want.columns) and len(got) == 3000
+    if suffix == ".parquet":
+        pd.testing.assert_frame_equal(got, want)
+    else:
+        assert got["record_id"].tolist() == want["record_id"].tolist()
+        assert got["label"].astype(int).tolist() == want["label"].tolist()
+
+
+def test_synth_and_produce_name_the_bad_flag(tmp_path, capsys) -> None:
+    assert main(["synth", "--records", "10", "--out", str(tmp_path / "x.parquet"),
+                 "--scenario", "group_score_shift"]) == 2  # fmt: skip
+    assert "--scenario" in capsys.readouterr().err
+    assert main(["synth", "--records", "10", "--out", str(tmp_path / "x.txt")]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert main(["produce", "--records", "2000"]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_produce_to_a_file_replays_through_run(tmp_path, capsys) -> None:
+    path = tmp_path / "stream.jsonl"
+    assert main(["produce", "--records", "4000", "--seed", "2", "--out", str(path),
+                 "--scenario", "group_score_shift"]) == 0  # fmt: skip
+    lines = path.read_bytes().splitlines()
+    assert 6000 < len(lines) < 8000 and len(lines) % 2 == 0  # ~7/8 of 4000 discharges x 2
+    db = tmp_path / "run.duckdb"
+    assert main(["run", "--input", str(path), "--db", str(db), "--port", "0",
+                 "--until-idle", "1", "--no-scheduler"]) == 0  # fmt: skip
+    with duckdb.connect(str(db), read_only=True) as c:
+        assert c.execute("SELECT count(*) FROM discharges").fetchone()[0] == len(lines)
+        assert c.execute("SELECT count(*) FROM dead_letters").fetchone()[0] == 0
+
+
+def test_produce_publishes_valid_records_to_kafka(kafka_broker: str) -> None:  # noqa: F811
+    from kafka import KafkaConsumer
+
+    topic = f"produce-{uuid.uuid4().hex[:8]}"
+    assert ensure_topic(kafka_broker, topic, 3) is True
+    assert main(["produce", "--records", "3000", "--seed", "1", "--rate", "20000",
+                 "--bootstrap", kafka_broker, "--topic", topic]) == 0  # fmt: skip
+    consumer = KafkaConsumer(topic, bootstrap_servers=kafka_broker,
+                             auto_offset_reset="earliest", consumer_timeout_ms=5000,
+                             group_id=f"check-{uuid.uuid4().hex[:6]}")  # fmt: skip
+    try:
+        values = [json.loads(m.value) for m in consumer]
+    finally:
+        consumer.close()
+    assert len(values) > 5000
+    assert {v["model_id"] for v in values} == {"los-xgb-discharge", "los-xgb-admission"}
+    checked = validate_records(values, MonitorConfig())
+    assert checked.rejected == []
