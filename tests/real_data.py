@@ -7,7 +7,6 @@ has no site id, so any audit of it must report Axis 3 as not applicable.
 
 from __future__ import annotations
 
-import zipfile
 from functools import lru_cache
 
 import numpy as np
@@ -17,8 +16,10 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from monitor.datasets.diabetes130 import read_raw
 from tests.conftest import SHARED
 
+#: The copy in ../shared; the project ships the same file (a test checks they are equal).
 DIABETES_ZIP = SHARED / "data" / "diabetes130" / "dataset_diabetes.zip"
 FEATURES = [
     "num_lab_procedures",
@@ -83,13 +84,8 @@ features = ["num_lab_procedures", "num_procedures", "num_medications", "number_d
 """
 
 
-@lru_cache(maxsize=1)
 def diabetes_raw() -> pd.DataFrame:
-    with zipfile.ZipFile(DIABETES_ZIP) as z:
-        names = [n for n in z.namelist() if n.endswith("diabetic_data.csv")]
-        name = next(n for n in names if "MACOSX" not in n)
-        with z.open(name) as f:
-            return pd.read_csv(f, low_memory=False)
+    return read_raw(DIABETES_ZIP)
 
 
 @lru_cache(maxsize=1)

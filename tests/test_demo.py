@@ -71,6 +71,37 @@ def test_diabetes130_demo_reports_axis3_not_applicable(tmp_path) -> None:
     assert n == 76_252 and hospitals == 0  # no invented sites
 
 
+def test_shipped_diabetes130_is_the_uci_file() -> None:
+    from monitor.datasets.diabetes130 import ZIP_PATH
+    from tests.real_data import DIABETES_ZIP
+
+    assert ZIP_PATH.read_bytes() == DIABETES_ZIP.read_bytes()
+
+
+def test_texas100x_demo_runs_on_a_users_file(tmp_path, capsys) -> None:
+    from tests.test_texas100x import _clean_frame
+
+    assert main(["demo", "--dataset", "texas100x"]) == 2
+    assert "--data" in capsys.readouterr().err
+    path = tmp_path / "texas_100x.csv"
+    _clean_frame(n=6_000).to_csv(path)
+    out = io.StringIO()
+    opts = DemoOptions(dataset="texas100x", data=str(path), rate=None, axes_interval_s=1.0,
+                       out_dir=str(tmp_path), live=False)  # fmt: skip
+    assert run_demo(MonitorConfig(), opts, out=out) == 0
+    text = out.getvalue()
+    assert "Texas-100X" in text and "texas100x-xgb" in text
+    with duckdb.connect(str(tmp_path / "texas100x.duckdb"), read_only=True) as c:
+        n, sites = c.execute(
+            "SELECT count(*), count(DISTINCT hospital_id) FROM discharges"
+        ).fetchone()
+    from monitor.datasets.texas100x import load_texas100x
+    from monitor.scorer import split_train_stream
+
+    _, stream = split_train_stream(load_texas100x(path).frame, seed=0)
+    assert n == len(stream) > 4_000 and sites == 4  # the file's own THCIC ids
+
+
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_synth_writes_the_seeded_cohort(tmp_path, suffix, capsys) -> None:
     path = tmp_path / f"cohort{suffix}"
