@@ -273,11 +273,13 @@ def _draw(
 ) -> None:
     elapsed = time.perf_counter() - t_stream
     evals = sum(service.pipeline.evaluations.values())
+    times = stream.frame["event_time"]
+    at = times.iloc[min(done, len(times) - 1)].strftime("%Y-%m-%d") if len(times) else "-"
     header = [
         f"vfr-monitor demo · {stream.dataset} · scenario {stream.scenario or 'none'} · "
         f"{elapsed:5.1f} s",
         f"  messages {done:,}/{total:,} ({done / max(total, 1):.0%}), "
-        f"{done / max(elapsed, 1e-9):,.0f}/s · evaluations {evals}",
+        f"{done / max(elapsed, 1e-9):,.0f}/s · event time {at} · evaluations {evals}",
     ]
     body = [*tier_grid(service.cells(), cfg, models), "  latest confirmed events:"]
     body += [event_line(e) for e in _confirmed_events(service)[-8:]] or ["    (none yet)"]
