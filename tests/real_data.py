@@ -16,21 +16,11 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from monitor.datasets.diabetes130 import read_raw
+from monitor.datasets.diabetes130 import FEATURES, read_raw
 from tests.conftest import SHARED
 
 #: The copy in ../shared; the project ships the same file (a test checks they are equal).
 DIABETES_ZIP = SHARED / "data" / "diabetes130" / "dataset_diabetes.zip"
-FEATURES = [
-    "num_lab_procedures",
-    "num_procedures",
-    "num_medications",
-    "number_outpatient",
-    "number_emergency",
-    "number_inpatient",
-    "number_diagnoses",
-    "admission_type_id",
-]
 
 #: The attribute set and code map a user would write for this file.
 DIABETES_CONFIG = """
@@ -97,7 +87,7 @@ def diabetes_scored(seed: int = 0) -> pd.DataFrame:
     raw = diabetes_raw()
     raw = raw[raw["gender"].isin(["Female", "Male"])].reset_index(drop=True)
     y = (raw["time_in_hospital"] > 3).astype(int).to_numpy()
-    X = raw[FEATURES].to_numpy(dtype=float)
+    X = raw[list(FEATURES)].to_numpy(dtype=float)
     idx_train, idx_audit = train_test_split(
         np.arange(len(raw)), test_size=0.3, random_state=seed, stratify=y
     )
