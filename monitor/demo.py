@@ -388,7 +388,11 @@ def _summary(
         f"  cells whose verdict flipped but is not trustworthy (VFR > {tau:g} now, or flipped "
         f"back): {len(noisy)}",
         *(_story_line(st) for st in noisy[:8]),
-        *([f"  ... and {len(noisy) - 8} more (GET {url}/api/events)"] if len(noisy) > 8 else []),
+        *(
+            [f"  ... and {len(noisy) - 8} more (events table; /api/events with --follow)"]
+            if len(noisy) > 8
+            else []
+        ),
         "  final grid (dominant verdict / tier; '~' = VFR above tau):",
         *tier_grid(cells, cfg, models),
     ]
