@@ -43,7 +43,6 @@ variable                       field
 ``VFR_KAFKA_SASL_PASSWORD``    ``sasl_plain_password`` (secret)
 ``VFR_KAFKA_POLL_TIMEOUT_MS``  ``poll_timeout_ms``
 ``VFR_KAFKA_MAX_BATCH``        ``max_batch``
-``VFR_KAFKA_MAX_PAYLOAD_BYTES`` ``max_payload_bytes``
 ``VFR_KAFKA_SESSION_TIMEOUT_MS`` ``session_timeout_ms``
 =============================  =======================================================
 
@@ -92,7 +91,6 @@ KAFKA_ENV_VARS: dict[str, str] = {
     "VFR_KAFKA_SASL_PASSWORD": "sasl_plain_password",
     "VFR_KAFKA_POLL_TIMEOUT_MS": "poll_timeout_ms",
     "VFR_KAFKA_MAX_BATCH": "max_batch",
-    "VFR_KAFKA_MAX_PAYLOAD_BYTES": "max_payload_bytes",
     "VFR_KAFKA_SESSION_TIMEOUT_MS": "session_timeout_ms",
 }
 
@@ -134,9 +132,6 @@ class KafkaConfig(_Strict):
     poll_timeout_ms: int = Field(500, ge=1, le=60_000)
     #: Records per poll, i.e. per sink call (one DuckDB transaction per batch).
     max_batch: int = Field(5_000, ge=1, le=1_000_000)
-    #: Larger payloads are counted as oversized and still handed to the sink, which
-    #: dead-letters them: the source never drops a message on its own.
-    max_payload_bytes: int = Field(64 * 1024, ge=1)
     session_timeout_ms: int = Field(45_000, ge=1_000, le=3_600_000)
     #: Must exceed the longest sink call plus backoff, or the group evicts the consumer.
     max_poll_interval_ms: int = Field(300_000, ge=1_000)

@@ -9,8 +9,9 @@ nothing is committed: the consumer seeks back to the batch's first offsets and
 retries after a backoff, so delivery is at-least-once and the pipeline's
 deduplication makes the effect exactly-once.
 
-Payloads larger than ``max_payload_bytes`` are still handed on: the sink
-dead-letters them with the reason ``oversized`` (they are counted here too).
+Every payload is handed on as it is, whatever its size or shape: the size limit
+is the pipeline's (``[service] max_payload_bytes``, one setting for every source),
+which dead-letters an oversized payload with the reason ``oversized``.
 
 kafka-python is imported lazily, so the embedded-only path does not need it,
 and its import-time DeprecationWarnings are silenced in one place. Without the
@@ -87,7 +88,6 @@ class KafkaSourceStats:
 
     messages: int = 0  #: handed to the sink in batches it accepted
     batches: int = 0
-    oversized: int = 0  #: payloads above max_payload_bytes (still handed on)
     null_values: int = 0  #: tombstones (value None), handed on as None
     sink_failures: int = 0  #: failed sink calls (each followed by a rewind)
     consecutive_failures: int = 0  #: of the batch being retried now; 0 when healthy
@@ -218,7 +218,6 @@ class KafkaSource:
         origins: list[Origin] = []
         first: dict[Any, int] = {}
         last: dict[Any, tuple[int, int]] = {}
-        limit = self._cfg.max_payload_bytes
         for tp, records in polled.items():
             if not records:
                 continue
@@ -227,8 +226,6 @@ class KafkaSource:
                 value = r.value
                 if value is None:
                     self.stats.null_values += 1
-                elif len(value) > limit:
-                    self.stats.oversized += 1
                 payloads.append(value)
                 origins.append(Origin(topic, partition, r.offset))
             first[tp] = records[0].offset
