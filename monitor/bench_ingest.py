@@ -118,6 +118,7 @@ def run_ingest_bench(
         sampler.start()
         t0 = time.perf_counter()
         source.run(threading.Event(), max_messages=n)
+        sink.pipeline.close()  # evaluations still in the worker are part of the work
         pipe_s = time.perf_counter() - t0
         stop.set()
         sampler.join()

@@ -73,6 +73,11 @@ MIGRATIONS: list[list[str]] = [
             id BIGINT PRIMARY KEY, job VARCHAR NOT NULL, started_at TIMESTAMPTZ NOT NULL,
             duration_s DOUBLE, state VARCHAR NOT NULL, error_kind VARCHAR)""",
     ],
+    # v2: the stream position of each model's last *written* evaluation. Evaluations run
+    # beside ingestion and are written a batch later; a hop point between this and
+    # ``records`` is recomputed from the stored records at start-up. NULL (a file written
+    # before v2, when evaluations were synchronous): every hop point up to ``records``.
+    ["ALTER TABLE model_state ADD COLUMN IF NOT EXISTS evaluated_records BIGINT"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -376,18 +381,27 @@ class Store:
         finally:
             self._conn.unregister(name)
 
-    def write_model_states(self, rows: Sequence[tuple[str, int, int, int, pd.Timestamp]]) -> None:
-        """(model_id, records, evaluations, old_events, at) per model touched by a batch."""
+    def write_model_states(
+        self, rows: Sequence[tuple[str, int, int, int, pd.Timestamp, int | None]]
+    ) -> None:
+        """(model_id, records, evaluations, old_events, at, evaluated_records) per model
+        touched by a batch; evaluated_records is the end count of the last written evaluation.
+        """
         self._insert_frame(
-            "model_state", ["model_id", "records", "evaluations", "old_events", "updated_at"],
+            "model_state",
+            ["model_id", "records", "evaluations", "old_events", "updated_at",
+             "evaluated_records"],
             rows, replace=True,
         )  # fmt: skip
 
-    def model_states(self) -> dict[str, dict[str, int]]:
+    def model_states(self) -> dict[str, dict[str, int | None]]:
         rows = self._conn.execute(
-            "SELECT model_id, records, evaluations, old_events FROM model_state"
+            "SELECT model_id, records, evaluations, old_events, evaluated_records FROM model_state"
         ).fetchall()
-        return {m: {"records": r, "evaluations": e, "old_events": o} for m, r, e, o in rows}
+        return {
+            m: {"records": r, "evaluations": e, "old_events": o, "evaluated_records": v}
+            for m, r, e, o, v in rows
+        }
 
     def cell_states(self) -> list[tuple[str, str, str, dict[str, Any], dict[str, Any] | None]]:
         rows = self._conn.execute(
