@@ -102,6 +102,51 @@ class IngestOutcome:
     seq: np.ndarray  # arrival sequence number per valid row; -1 for duplicates
 
 
+def _member(sorted_hashes: np.ndarray, h: np.ndarray) -> np.ndarray:
+    if not sorted_hashes.size:
+        return np.zeros(h.shape, dtype=bool)
+    i = np.minimum(np.searchsorted(sorted_hashes, h), sorted_hashes.size - 1)
+    return sorted_hashes[i] == h
+
+
+class _KeyHashes:
+    """DuckDB hashes of the stored (model_id, record_id) keys, to deduplicate without a join.
+
+    Why: the join of a batch's keys with ``discharges`` scans the whole table, so its cost
+    grows with every record stored (tens of ms per batch at a million records). A key
+    whose hash is not here is certainly new; a key whose hash is here (a redelivery, a
+    hash collision, a record deleted by retention) is checked against the table, so the
+    result is exact. 8 bytes per stored record, rebuilt from the table at start-up and
+    after retention; a sorted base plus a few sorted runs, merged now and then.
+    """
+
+    def __init__(self, hashes: np.ndarray):
+        self.base = np.sort(np.asarray(hashes, dtype=np.uint64))
+        self.runs: list[np.ndarray] = []
+        self.staged: list[np.ndarray] = []
+
+    def contains(self, h: np.ndarray) -> np.ndarray:
+        hit = _member(self.base, h)
+        for run in self.runs:
+            hit |= _member(run, h)
+        return hit
+
+    def stage(self, h: np.ndarray) -> None:
+        """Hashes of keys inserted by the open transaction (kept only if it commits)."""
+        self.staged.append(np.sort(h))
+
+    def commit(self) -> None:
+        self.runs.extend(self.staged)
+        self.staged.clear()
+        if len(self.runs) > 16:
+            # timsort merges the concatenated sorted runs in about linear time
+            self.base = np.sort(np.concatenate([self.base, *self.runs]), kind="stable")
+            self.runs.clear()
+
+    def rollback(self) -> None:
+        self.staged.clear()
+
+
 class Store:
     """The one DuckDB connection of the service, with typed helpers for each table."""
 
@@ -115,6 +160,11 @@ class Store:
         self._lock = threading.RLock()  # one writer transaction at a time
         self._migrate()
         self._reset_counters()
+        self._load_keys()
+
+    def _load_keys(self) -> None:
+        h = self._conn.execute("SELECT hash(model_id, record_id) AS h FROM discharges")
+        self._keys = _KeyHashes(h.fetchnumpy()["h"])
 
     def _reset_counters(self) -> None:
         """Next ids from the stored maxima (at start, and after a rolled-back transaction)."""
@@ -181,13 +231,23 @@ class Store:
             keys["pos"] = np.arange(n)
             first = ~keys.duplicated(["model_id", "record_id"], keep="first").to_numpy()
             c.register("_batch_keys", keys[first])
-            existing = c.execute(
-                "SELECT k.pos FROM _batch_keys k JOIN discharges d "
-                "ON d.model_id = k.model_id AND d.record_id = k.record_id"
-            ).fetchnumpy()["pos"]
+            hashed = c.execute("SELECT pos, hash(model_id, record_id) AS h FROM _batch_keys")
+            got = hashed.fetchnumpy()
+            pos = np.asarray(got["pos"], dtype=np.int64)
+            h = np.asarray(got["h"], dtype=np.uint64)
+            maybe = self._keys.contains(h)
+            existing = np.zeros(0, dtype=np.int64)
+            if maybe.any():  # only these can be stored already: check them for real
+                c.register("_maybe_keys", keys.iloc[pos[maybe]])
+                existing = c.execute(
+                    "SELECT k.pos FROM _maybe_keys k JOIN discharges d "
+                    "ON d.model_id = k.model_id AND d.record_id = k.record_id"
+                ).fetchnumpy()["pos"]
+                c.unregister("_maybe_keys")
             c.unregister("_batch_keys")
             new_mask = first.copy()
             new_mask[np.asarray(existing, dtype=np.int64)] = False
+            self._keys.stage(h[new_mask[pos]])
             k = int(new_mask.sum())
             seq[new_mask] = np.arange(self._next_seq, self._next_seq + k)
             if k:
@@ -197,7 +257,8 @@ class Store:
                         "seq": seq[new_mask],
                         "model_id": rows["model_id"].to_numpy(dtype=object),
                         "record_id": rows["record_id"].to_numpy(dtype=object),
-                        "event_time": rows["event_time"].to_numpy(),
+                        # tz-aware array as it is (to_numpy() would box each value)
+                        "event_time": rows["event_time"].array,
                         "received_at": received_at,
                         "hospital_id": rows["hospital_id"].to_numpy(dtype=object),
                         "score": rows["score"].to_numpy(dtype=np.float64),
@@ -387,12 +448,15 @@ class Store:
         """(model_id, records, evaluations, old_events, at, evaluated_records) per model
         touched by a batch; evaluated_records is the end count of the last written evaluation.
         """
-        self._insert_frame(
-            "model_state",
-            ["model_id", "records", "evaluations", "old_events", "updated_at",
-             "evaluated_records"],
-            rows, replace=True,
-        )  # fmt: skip
+        if not rows:
+            return
+        # a dozen rows: one VALUES statement costs less than a pandas frame scan
+        values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(rows))
+        self._conn.execute(
+            "INSERT OR REPLACE INTO model_state (model_id, records, evaluations, old_events, "
+            f"updated_at, evaluated_records) VALUES {values}",
+            [v for row in rows for v in row],
+        )
 
     def model_states(self) -> dict[str, dict[str, int | None]]:
         rows = self._conn.execute(
@@ -542,6 +606,8 @@ class Store:
                 if n:
                     self._conn.execute(f"DELETE FROM {table} WHERE {column} < ?", [cutoff])
                 out[table] = n
+            if out.get("discharges"):
+                self._load_keys()  # forget the deleted keys
         return out
 
 
@@ -559,8 +625,14 @@ class _Transaction:
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if exc_type is None:
-                self.store._conn.execute("COMMIT")
+                try:
+                    self.store._conn.execute("COMMIT")
+                finally:
+                    # even if COMMIT failed: an extra hash only costs a check, a missing one
+                    # would let a duplicate in
+                    self.store._keys.commit()
             else:
+                self.store._keys.rollback()
                 self.store._conn.execute("ROLLBACK")
                 self.store._reset_counters()
         finally:
