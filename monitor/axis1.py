@@ -31,7 +31,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -70,10 +70,15 @@ class CellResult:
         return self.vfr <= tau_vfr
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        # what asdict() gives (every field is a scalar or a tuple of str), without its
+        # recursive deep copy, which cost more than the rest of writing a result
+        d = {f: getattr(self, f) for f in _CELL_FIELDS}
         d["groups_left_out"] = list(self.groups_left_out)
         d["groups_left_out_point"] = list(self.groups_left_out_point)
         return d
+
+
+_CELL_FIELDS = tuple(f.name for f in fields(CellResult))
 
 
 # ----------------------------------------------------------------------------- allocation

@@ -11,6 +11,12 @@ from monitor.counts import CountTable
 
 def group_index(codes: np.ndarray | pd.Series, attribute: AttributeConfig) -> np.ndarray:
     """Position of each record's group code in the attribute's configured code list."""
+    values = np.asarray(codes, dtype=object)
+    if len(values) and set(map(type, values)) == {str}:  # the usual case, looked up in C
+        index = pd.Index(list(attribute.codes)).get_indexer(values)
+        if (index < 0).any():
+            raise ValueError(f"unknown group code for attribute {attribute.name!r}")
+        return index.astype(np.int64)
     lookup = {c: i for i, c in enumerate(attribute.codes)}
     try:
         return np.fromiter((lookup[str(c)] for c in np.asarray(codes, dtype=object)), np.int64)
