@@ -305,19 +305,28 @@ def evaluate_axis1(
     min_group_support: int = 20,
     seed: int = 0,
     threads: int = 1,
+    seeds: Mapping[str, int] | None = None,
 ) -> list[CellResult]:
     """Axis 1 for every (model, attribute) table and every metric rule.
 
     ``tables`` maps (model_id, attribute) to that window's count table. Returns
     one CellResult per (model, metric, attribute), ordered by model, metric
-    (in rule order), attribute (in table order).
+    (in rule order), attribute (in table order). ``seeds`` (model_id -> seed)
+    gives each model its own seed: several models' evaluations at different
+    stream positions in one call, each cell exactly as if its model were alone
+    (every table has its own stream, and the stacked metric arithmetic is
+    row by row).
     """
     prepared = [_prepare(m, a, t, N, min_group_support) for (m, a), t in tables.items()]
+
+    def seed_of(model_id: str) -> int:
+        return seed if seeds is None else seeds[model_id]
+
     with_bins = any(r.name in NEEDS_BINS for r in rules)
 
     def draw(p: _Prepared) -> Tallies:
         return draw_tallies(
-            p.table, p.sizes, K, table_rng(seed, p.model_id, p.attribute), with_bins
+            p.table, p.sizes, K, table_rng(seed_of(p.model_id), p.model_id, p.attribute), with_bins
         )
 
     if threads > 1 and len(prepared) > 1:

@@ -37,13 +37,43 @@ def _warm() -> None:
     """Nothing: submitted once so that the worker's imports happen before the first hop."""
 
 
-def _axis1(config_bytes: bytes, tables: Any, seed: int) -> tuple[list[CellResult], float]:
+def _axis1_many(
+    config_bytes: bytes, jobs: list[tuple[Any, int]]
+) -> list[tuple[list[CellResult], float]]:
+    """Several windows' Axis 1 (``(tables, seed)`` each), stacked in as few engine calls
+    as the models allow: the per-call overhead of the small numpy operations is shared.
+    A model evaluated twice goes to a later round (its table keys would collide)."""
     cfg = _configs.get(config_bytes)
     if cfg is None:
         cfg = _configs[config_bytes] = pickle.loads(config_bytes)
-    t0 = time.perf_counter()
-    results = run_axis1(tables, cfg, seed, threads=1)
-    return results, time.perf_counter() - t0
+    out: list[tuple[list[CellResult], float] | None] = [None] * len(jobs)
+    todo = list(range(len(jobs)))
+    while todo:
+        taken: dict[str, int] = {}
+        later = []
+        for i in todo:
+            model = next(iter(jobs[i][0]))[0]
+            if model in taken:
+                later.append(i)
+            else:
+                taken[model] = i
+        tables = {key: t for i in taken.values() for key, t in jobs[i][0].items()}
+        seeds = {model: jobs[i][1] for model, i in taken.items()}
+        t0 = time.perf_counter()
+        results = run_axis1(tables, cfg, 0, threads=1, seeds=seeds)
+        seconds = (time.perf_counter() - t0) / len(taken)
+        by_model: dict[str, list[CellResult]] = {m: [] for m in taken}
+        for r in results:
+            by_model[r.model_id].append(r)
+        for model, i in taken.items():
+            out[i] = (by_model[model], seconds)
+        todo = later
+    return out  # type: ignore[return-value]
+
+
+def submit_many(config_bytes: bytes, jobs: list[tuple[Any, int]]) -> Future:
+    """Axis 1 of several windows' tables; the future gives [(cell results, seconds)]."""
+    return _get_pool().submit(_axis1_many, config_bytes, jobs)
 
 
 def _get_pool() -> ProcessPoolExecutor:
@@ -62,11 +92,6 @@ def _get_pool() -> ProcessPoolExecutor:
 def start() -> None:
     """Start the worker process now (its imports take a moment) rather than at the first hop."""
     _get_pool()
-
-
-def submit(config_bytes: bytes, tables: Any, seed: int) -> Future:
-    """Axis 1 of one window's tables; the future gives (cell results, seconds)."""
-    return _get_pool().submit(_axis1, config_bytes, tables, seed)
 
 
 @atexit.register

@@ -103,7 +103,8 @@ class _Job:
     now: pd.Timestamp
     seed: int
     window: dict[str, Any]
-    future: Future | None = None  # the worker's (results, seconds)
+    future: Future | None = None  # the worker's [(results, seconds)] of a batch's jobs
+    index: int = 0  # this job's place in the future's list
     results: list[CellResult] | None = None  # computed in this thread
     seconds: float = 0.0
 
@@ -310,7 +311,7 @@ class Pipeline:
         pending: list[dict[str, Any]],
     ) -> None:
         hop = self.config.window.hop_records
-        submitted: list[_Job] = []
+        submitted: list[tuple[_Job, dict]] = []
         touched = {item["model_id"] for item in pending}
         for model_id, rows in new.groupby("model_id", sort=True):
             model_id = str(model_id)
@@ -331,15 +332,19 @@ class Pipeline:
                     if self.use_worker:
                         job = self._snapshot(w, now)
                         self._evaluated_now(model_id)
-                        job.future = eval_worker.submit(
-                            self._config_bytes, w.table_map(), job.seed
-                        )
-                        submitted.append(job)
+                        job.index = len(submitted)
+                        submitted.append((job, w.table_map()))
                     else:
                         pending.append(self._evaluate(model_id, now, report))
             touched.add(model_id)
         self._write(tx, pending, sorted(touched), now)
-        self._pending.extend(submitted)
+        if submitted:  # one worker call for the batch's hop points
+            future = eval_worker.submit_many(
+                self._config_bytes, [(tables, job.seed) for job, tables in submitted]
+            )
+            for job, _ in submitted:
+                job.future = future
+                self._pending.append(job)
 
     def _write(self, tx: Any, pending: list[dict[str, Any]], models: list[str], now: Any) -> None:
         self.store.write_evaluations(tx, pending)
@@ -443,7 +448,7 @@ class Pipeline:
         model_id, now = job.model_id, job.now
         if job.results is None:
             assert job.future is not None
-            job.results, job.seconds = job.future.result()
+            job.results, job.seconds = job.future.result()[job.index]
         results = job.results
         evaluation = self.evaluations[model_id] + 1
         self.evaluations[model_id] = evaluation

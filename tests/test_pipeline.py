@@ -194,3 +194,20 @@ def test_evaluations_lost_in_the_worker_are_recomputed_at_restart(tmp_path):
     ev_ref = pd.DataFrame(ref.events_since(10_000)).drop(columns=["created_at"])
     ev_new = pd.DataFrame(s2.events_since(10_000)).drop(columns=["created_at"])
     pd.testing.assert_frame_equal(ev_ref, ev_new)
+
+
+def test_stacked_worker_evaluations_equal_one_model_at_a_time():
+    import pickle
+
+    from monitor.eval_worker import _axis1_many
+
+    df = synthetic_window(1500, models=3, seed=5)
+    tables = tables_from_frame(df, CFG)
+    models = sorted({m for m, _ in tables})
+    # model 0 twice (two stream positions), so the worker needs a second round
+    jobs = [({k: t for k, t in tables.items() if k[0] == m}, 100 + i) for i, m in enumerate(models)]
+    jobs.append((jobs[0][0], 999))
+    got = _axis1_many(pickle.dumps(CFG), jobs)
+    for (tab, seed), (results, _) in zip(jobs, got, strict=True):
+        alone = run_axis1(tab, CFG, seed, threads=1)
+        assert [r.to_dict() for r in results] == [r.to_dict() for r in alone]
