@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from monitor.config import MonitorConfig
 from monitor.jsonable import to_json
@@ -100,6 +101,12 @@ class IngestOutcome:
     dead_letters: int
     new_mask: np.ndarray  # per valid row: True when stored now (not a duplicate)
     seq: np.ndarray  # arrival sequence number per valid row; -1 for duplicates
+
+
+def _arrow(col: pd.Series) -> pa.Array:
+    """A string column (missing values as null) as an Arrow string array."""
+    values = col.to_numpy(dtype=object) if col.dtype == object else col
+    return pa.array(values, pa.string(), from_pandas=True)
 
 
 def _member(sorted_hashes: np.ndarray, h: np.ndarray) -> np.ndarray:
@@ -252,37 +259,43 @@ class Store:
             seq[new_mask] = np.arange(self._next_seq, self._next_seq + k)
             if k:
                 rows = valid[new_mask]
-                frame = pd.DataFrame(
-                    {
-                        "seq": seq[new_mask],
-                        "model_id": rows["model_id"].to_numpy(dtype=object),
-                        "record_id": rows["record_id"].to_numpy(dtype=object),
-                        # tz-aware array as it is (to_numpy() would box each value)
-                        "event_time": rows["event_time"].array,
-                        "received_at": received_at,
-                        "hospital_id": rows["hospital_id"].to_numpy(dtype=object),
-                        "score": rows["score"].to_numpy(dtype=np.float64),
-                        "label": rows["label"].to_numpy(dtype=np.int8),
-                        "decision": rows["decision"].to_numpy(dtype=np.int8),
-                        **{
-                            f"attr_{i}": rows[a].to_numpy(dtype=object)
-                            for i, a in enumerate(self.attributes)
-                        },
-                        "features": [
+                feats = rows["features"].to_numpy(dtype=object)
+                if set(map(type, feats)) <= {type(None)}:  # usually: no features at all
+                    features = pa.nulls(k, pa.string())
+                else:
+                    features = pa.array(
+                        [
                             None
                             if f is None or (isinstance(f, float) and math.isnan(f))
                             else to_json(f)
-                            for f in rows["features"].to_numpy(dtype=object)
+                            for f in feats
                         ],
+                        pa.string(),
+                    )
+                # An Arrow table: DuckDB scans its columns as they are, where a pandas frame
+                # of object columns costs a Python string conversion per value.
+                table = pa.table(
+                    {
+                        "seq": pa.array(seq[new_mask]),
+                        "model_id": _arrow(rows["model_id"]),
+                        "record_id": _arrow(rows["record_id"]),
+                        "event_time": pa.array(rows["event_time"].array),
+                        "hospital_id": _arrow(rows["hospital_id"]),
+                        "score": pa.array(rows["score"].to_numpy(dtype=np.float64)),
+                        "label": pa.array(rows["label"].to_numpy(dtype=np.int8)),
+                        "decision": pa.array(rows["decision"].to_numpy(dtype=np.int8)),
+                        **{f"attr_{i}": _arrow(rows[a]) for i, a in enumerate(self.attributes)},
+                        "features": features,
                     }
                 )
                 # the attribute object is built by DuckDB, column-wise, not per record in Python
                 attrs = ", ".join(f"'{a}', attr_{i}" for i, a in enumerate(self.attributes))
-                c.register("_batch_rows", frame)
+                c.register("_batch_rows", table)
                 c.execute(
                     "INSERT INTO discharges SELECT seq, model_id, record_id, event_time, "
-                    f"received_at, hospital_id, score, label, decision, json_object({attrs}), "
-                    "features::JSON FROM _batch_rows"
+                    f"?::TIMESTAMPTZ, hospital_id, score, label, decision, json_object({attrs}), "
+                    "features::JSON FROM _batch_rows",
+                    [received_at],
                 )
                 c.unregister("_batch_rows")
                 self._next_seq += k
