@@ -3,9 +3,12 @@
 Both consume the same pre-produced topic (different consumer groups), so the
 ratio pipeline_eps / raw_eps says what validation, DuckDB, windows and the
 evaluations (12 models, every 1,000 records per model) cost on top of reading
-Kafka. RSS is sampled during the pipeline run; the first and last quarters
-(by messages consumed) are compared. Without ``--bootstrap`` a local broker is
-started from deploy/kafka/kafka.sh and stopped afterwards.
+Kafka. The pipeline's clock stops after ``Pipeline.close()``: evaluations the
+worker process still computes when the last batch is stored count as work.
+RSS (of this process; the worker's is not included) is sampled during the
+pipeline run; the first and last quarters (by messages consumed) are compared.
+Without ``--bootstrap`` a local broker is started from deploy/kafka/kafka.sh and
+stopped afterwards.
 """
 
 from __future__ import annotations
