@@ -313,14 +313,19 @@ class Pipeline:
         hop = self.config.window.hop_records
         submitted: list[tuple[_Job, dict]] = []
         touched = {item["model_id"] for item in pending}
-        for model_id, rows in new.groupby("model_id", sort=True):
-            model_id = str(model_id)
+        # the whole batch converted once (arrival order), then split by model
+        ordered = new.sort_values("seq", kind="stable")
+        everything = RecordBatch.from_frame(ordered, self.config) if len(ordered) else None
+        codes, names = pd.factorize(ordered["model_id"].to_numpy(dtype=object))
+        for k in sorted(range(len(names)), key=lambda j: str(names[j])):
+            model_id = str(names[k])
             w = self.windows.get(model_id)
             if w is None:
                 w = self.windows[model_id] = ModelWindow(model_id, self.config)
                 self.evaluations[model_id] = 0
                 self._since_eval[model_id] = 0
-            batch = RecordBatch.from_frame(rows.sort_values("seq"), self.config)
+            assert everything is not None
+            batch = everything.take(np.flatnonzero(codes == k))
             report.new_records[model_id] = (batch.label, batch.score, batch.decision)
             i = 0
             while i < len(batch):
