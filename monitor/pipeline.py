@@ -295,11 +295,27 @@ class Pipeline:
         self._since_eval.clear()
         self.restore()
 
-    def _collect(self, report: BatchReport) -> list[dict[str, Any]]:
-        """Apply the worker's results of every submitted evaluation, in stream order
-        (waiting for those not finished yet); returns the rows to store."""
-        items = [self._apply(job, report) for job in self._pending]
-        self._pending.clear()
+    #: batches whose evaluations may still be in the worker before ingestion waits for them
+    MAX_BACKLOG = 4
+
+    def _collect(self, report: BatchReport, wait_all: bool = False) -> list[dict[str, Any]]:
+        """Apply the worker's finished evaluations, in stream order; returns the rows to store.
+
+        Stops at the first one not finished, unless more than MAX_BACKLOG batches' worth
+        are outstanding (then it waits for the oldest) or ``wait_all``.
+        """
+        items = []
+        while self._pending:
+            job = self._pending[0]
+            if (
+                not wait_all
+                and job.future is not None
+                and not job.future.done()
+                and len({id(j.future) for j in self._pending}) <= self.MAX_BACKLOG
+            ):
+                break
+            items.append(self._apply(job, report))
+            self._pending.pop(0)
         return items
 
     def _advance_windows(
@@ -372,7 +388,7 @@ class Pipeline:
             now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
             try:
                 with self.store.transaction() as tx:
-                    items = self._collect(report)
+                    items = self._collect(report, wait_all=True)
                     self._write(tx, items, sorted({it["model_id"] for it in items}), now)
             except BaseException:
                 self._reload()
@@ -408,7 +424,7 @@ class Pipeline:
             try:
                 with self.store.transaction() as tx:
                     # the worker's hop evaluations come first: stream order
-                    pending = self._collect(report)
+                    pending = self._collect(report, wait_all=True)
                     models = {it["model_id"] for it in pending} | set(due)
                     pending += [self._evaluate(m, now, report) for m in due]
                     self._write(tx, pending, sorted(models), now)
