@@ -388,12 +388,14 @@ class Store:
         if not items:
             return
         c = self._conn
+        # each cell's JSON once: it is the window result and, for the latest, cell_state's
+        cell_json = {id(x): to_json(x) for it in items for x in it["cells"]}
         wr = [
             (
                 it["model_id"], it["evaluation"], it["evaluated_at"], it["window"]["kind"],
                 it["window"].get("first_seq"), it["window"].get("last_seq"),
                 it["window"].get("end_count"), int(it["window"]["seed"]), x["metric"],
-                x["attribute"], to_json(x), x.get("tier"), x.get("confirmed_tier"),
+                x["attribute"], cell_json[id(x)], x.get("tier"), x.get("confirmed_tier"),
             )
             for it in items
             for x in it["cells"]
@@ -405,17 +407,19 @@ class Store:
              "tier", "confirmed_tier"],
             wr, json_columns={"result"},
         )  # fmt: skip
-        latest_state: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+        latest: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         for it in items:  # a cell evaluated twice in one batch keeps its last state
             cells = {(x["metric"], x["attribute"]): x for x in it["cells"]}
             for m, a, st in it["states"]:
-                latest_state[(it["model_id"], m, a)] = (
-                    it["model_id"], m, a, to_json(st), to_json(cells.get((m, a))),
-                    it["evaluated_at"],
-                )  # fmt: skip
+                latest[(it["model_id"], m, a)] = (st, cells.get((m, a)), it["evaluated_at"])
+        latest_state = [
+            (model, m, a, to_json(st),
+             to_json(None) if cell is None else cell_json[id(cell)], at)
+            for (model, m, a), (st, cell, at) in latest.items()
+        ]  # fmt: skip
         self._insert_frame(
             "cell_state", ["model_id", "metric", "attribute", "state", "latest", "updated_at"],
-            list(latest_state.values()), json_columns={"state", "latest"}, replace=True,
+            latest_state, json_columns={"state", "latest"}, replace=True,
         )  # fmt: skip
         events = [(it["evaluated_at"], e) for it in items for e in it["events"]]
         if events:
@@ -445,7 +449,14 @@ class Store:
     ) -> None:
         if not rows:
             return
-        frame = pd.DataFrame.from_records(list(rows), columns=list(columns))
+        try:
+            # an Arrow table from the columns: cheaper to build than a pandas frame of
+            # Python objects, and DuckDB scans it without a per-value conversion
+            frame: Any = pa.table(
+                {c: pa.array(v) for c, v in zip(columns, zip(*rows, strict=True), strict=True)}
+            )
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            frame = pd.DataFrame.from_records(list(rows), columns=list(columns))
         select = ", ".join(f'"{c}"::JSON' if c in json_columns else f'"{c}"' for c in columns)
         verb = "INSERT OR REPLACE INTO" if replace else "INSERT INTO"
         name = f"_ins_{table}"
