@@ -81,10 +81,11 @@ def run_ingest_bench(
     models: int = 12,
     bootstrap: str | None = None,
     config: MonitorConfig | None = None,
+    max_batch: int = 5000,
 ) -> dict:
     if bootstrap is None:
         with local_broker() as b:
-            return run_ingest_bench(events, models, b, config)
+            return run_ingest_bench(events, models, b, config, max_batch)
     cfg = config or config_from_mapping(
         {"window": {"size": 10_000, "hop_records": 1_000, "hop_seconds": 0}}
     )
@@ -100,14 +101,14 @@ def run_ingest_bench(
     n = produce_records(bootstrap, topic, frame.to_dict("records"))
     produce_s = time.perf_counter() - t0
 
-    raw_s = consume_raw(bootstrap, topic, f"raw-{topic}", n, 5000)
+    raw_s = consume_raw(bootstrap, topic, f"raw-{topic}", n, max_batch)
 
     with tempfile.TemporaryDirectory() as d:
         store = Store(Path(d) / "bench.duckdb", cfg)
         sink = _CountingSink(Pipeline(cfg, store))
         kcfg = KafkaConfig(
             bootstrap_servers=(bootstrap,), topics=(topic,), group_id=f"pipe-{topic}",
-            max_batch=5000,
+            max_batch=max_batch,
         )  # fmt: skip
         samples: list[tuple[int, float]] = []
         stop = threading.Event()
@@ -137,6 +138,7 @@ def run_ingest_bench(
     return {
         "events": n,
         "models": models,
+        "max_batch": max_batch,
         "evaluations": evaluations,
         "produce_eps": round(n / produce_s),
         "raw_eps": round(n / raw_s),
