@@ -137,6 +137,8 @@ class Pipeline:
         self._evaluated: dict[str, int] = {}
         #: hop evaluations submitted to the worker, in stream order, not written yet
         self._pending: list[_Job] = []
+        #: reports of evaluations recovered at start-up, for the next on_batch call
+        self._unreported: list[BatchReport] = []
         self.use_worker = config.service.evaluation_worker
         self._config_bytes = pickle.dumps(config)
         self.lock = threading.RLock()
@@ -197,8 +199,17 @@ class Pipeline:
         with self.store.transaction() as tx:
             items = [self._apply(job, report) for job in jobs]
             self._write(tx, items, sorted({j.model_id for j in jobs}), now)
-        if self.on_batch is not None:
-            self.on_batch(report)
+        # Reported with the next batch, tick or flush: this runs inside the constructor,
+        # before the owner (the service) holds a reference to the pipeline.
+        self._unreported.append(report)
+
+    def _report(self, report: BatchReport) -> None:
+        if self.on_batch is None:
+            self._unreported.clear()
+            return
+        while self._unreported:
+            self.on_batch(self._unreported.pop(0))
+        self.on_batch(report)
 
     def _job_at(self, model_id: str, end: int) -> _Job:
         """The evaluation of a model's window as it was at stream position ``end``."""
@@ -279,8 +290,7 @@ class Pipeline:
                 # (windows, trackers) from the store rather than copy it every batch.
                 self._reload()
                 raise
-        if self.on_batch is not None:
-            self.on_batch(report)
+        self._report(report)
 
     def _reload(self) -> None:
         for job in self._pending:
@@ -383,6 +393,8 @@ class Pipeline:
         """Write the evaluations still being computed by the worker; returns how many."""
         with self.lock:
             if not self._pending:
+                if self._unreported:
+                    self._report(BatchReport())
                 return 0
             report = BatchReport()
             now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
@@ -393,8 +405,7 @@ class Pipeline:
             except BaseException:
                 self._reload()
                 raise
-        if self.on_batch is not None:
-            self.on_batch(report)
+        self._report(report)
         return len(items)
 
     def close(self) -> None:
@@ -432,8 +443,7 @@ class Pipeline:
             except BaseException:
                 self._reload()
                 raise
-        if self.on_batch is not None:
-            self.on_batch(report)
+        self._report(report)
         return done
 
     # ------------------------------------------------------------------ evaluation
