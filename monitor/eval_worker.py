@@ -17,20 +17,35 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing
+import os
 import pickle
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from monitor.axes_runner import run_axis1
-from monitor.axis1 import CellResult
+# Only the Axis 1 engine (numpy) and the configuration: not monitor.axes_runner, whose
+# imports (pandas, scikit-learn, the slow axes) would triple the worker's memory.
+from monitor.axis1 import CellResult, evaluate_axis1
 from monitor.config import MonitorConfig
 
 _pool: ProcessPoolExecutor | None = None
 _pool_lock = threading.Lock()
 #: in the worker: unpickled configurations by their pickled bytes
 _configs: dict[bytes, MonitorConfig] = {}
+
+
+def _watch_parent(parent: int) -> None:
+    """In the worker: exit when the service process is gone (even by kill -9, which runs no
+    clean-up), rather than linger as an orphan holding its memory."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="vfr-parent-watch", daemon=True).start()
 
 
 def _warm() -> None:
@@ -60,7 +75,11 @@ def _axis1_many(
         tables = {key: t for i in taken.values() for key, t in jobs[i][0].items()}
         seeds = {model: jobs[i][1] for model, i in taken.items()}
         t0 = time.perf_counter()
-        results = run_axis1(tables, cfg, 0, threads=1, seeds=seeds)
+        a = cfg.axis1  # as monitor.axes_runner.run_axis1, one seed per model
+        results = evaluate_axis1(
+            tables, cfg.metrics, K=a.K, N=a.N, min_group_support=a.min_group_support,
+            seed=0, threads=1, seeds=seeds,
+        )  # fmt: skip
         seconds = (time.perf_counter() - t0) / len(taken)
         by_model: dict[str, list[CellResult]] = {m: [] for m in taken}
         for r in results:
@@ -83,7 +102,10 @@ def _get_pool() -> ProcessPoolExecutor:
             if _pool is not None:
                 _pool.shutdown(wait=False, cancel_futures=True)
             _pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn")
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_watch_parent,
+                initargs=(os.getpid(),),
             )
             _pool.submit(_warm)
         return _pool
