@@ -34,7 +34,11 @@ Tables = Mapping[tuple[str, str], CountTable]
 
 
 def run_axis1(
-    tables: Tables, config: MonitorConfig, seed: int, threads: int | None = None
+    tables: Tables,
+    config: MonitorConfig,
+    seed: int,
+    threads: int | None = None,
+    seeds: Mapping[str, int] | None = None,
 ) -> list[CellResult]:
     """Axis 1 with the configured K, N and support; ``threads`` overrides the config
     (the service evaluates one model at a time, where a thread pool costs more than it saves).
@@ -42,7 +46,7 @@ def run_axis1(
     a = config.axis1
     return evaluate_axis1(
         tables, config.metrics, K=a.K, N=a.N, min_group_support=a.min_group_support,
-        seed=seed, threads=a.threads if threads is None else threads,
+        seed=seed, threads=a.threads if threads is None else threads, seeds=seeds,
     )  # fmt: skip
 
 

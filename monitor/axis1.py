@@ -31,7 +31,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -70,10 +70,15 @@ class CellResult:
         return self.vfr <= tau_vfr
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        # what asdict() gives (every field is a scalar or a tuple of str), without its
+        # recursive deep copy, which cost more than the rest of writing a result
+        d = {f: getattr(self, f) for f in _CELL_FIELDS}
         d["groups_left_out"] = list(self.groups_left_out)
         d["groups_left_out_point"] = list(self.groups_left_out_point)
         return d
+
+
+_CELL_FIELDS = tuple(f.name for f in fields(CellResult))
 
 
 # ----------------------------------------------------------------------------- allocation
@@ -300,19 +305,28 @@ def evaluate_axis1(
     min_group_support: int = 20,
     seed: int = 0,
     threads: int = 1,
+    seeds: Mapping[str, int] | None = None,
 ) -> list[CellResult]:
     """Axis 1 for every (model, attribute) table and every metric rule.
 
     ``tables`` maps (model_id, attribute) to that window's count table. Returns
     one CellResult per (model, metric, attribute), ordered by model, metric
-    (in rule order), attribute (in table order).
+    (in rule order), attribute (in table order). ``seeds`` (model_id -> seed)
+    gives each model its own seed: several models' evaluations at different
+    stream positions in one call, each cell exactly as if its model were alone
+    (every table has its own stream, and the stacked metric arithmetic is
+    row by row).
     """
     prepared = [_prepare(m, a, t, N, min_group_support) for (m, a), t in tables.items()]
+
+    def seed_of(model_id: str) -> int:
+        return seed if seeds is None else seeds[model_id]
+
     with_bins = any(r.name in NEEDS_BINS for r in rules)
 
     def draw(p: _Prepared) -> Tallies:
         return draw_tallies(
-            p.table, p.sizes, K, table_rng(seed, p.model_id, p.attribute), with_bins
+            p.table, p.sizes, K, table_rng(seed_of(p.model_id), p.model_id, p.attribute), with_bins
         )
 
     if threads > 1 and len(prepared) > 1:

@@ -37,7 +37,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     elif args.what == "ingest":
         from monitor.bench_ingest import run_ingest_bench
 
-        out = run_ingest_bench(events=args.events, bootstrap=args.bootstrap)
+        out = run_ingest_bench(
+            events=args.events, bootstrap=args.bootstrap, max_batch=args.max_batch
+        )
     elif args.what == "axes":
         from monitor.bench_axes import run_axes_bench
 
@@ -249,6 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--n", type=int, default=20_000, help="mppd: records for fast vs oracle")
     b.add_argument("--n-large", type=int, default=50_000, help="mppd: records, fast only")
     b.add_argument("--events", type=int, default=1_000_000, help="ingest: events")
+    b.add_argument(
+        "--max-batch", type=int, default=5_000,
+        help="ingest: records per poll, for the raw consumer and the pipeline alike",
+    )  # fmt: skip
     b.add_argument("--bootstrap", default=None, help="ingest: broker (default: start one)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_cmd_bench)

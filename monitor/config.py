@@ -241,6 +241,9 @@ class ServiceConfig(_Strict):
     retention_result_days: float = Field(730.0, gt=0)
     retention_interval_s: float = Field(86_400.0, gt=0)
     max_payload_bytes: int = Field(65_536, ge=256)
+    #: compute the hop evaluations' Axis 1 bootstrap in a worker process beside ingestion
+    #: (results are written with the next batch); false: inside the batch's transaction
+    evaluation_worker: bool = True
 
 
 class MonitorConfig(_Strict):

@@ -114,6 +114,41 @@ class CountTable:
             for arr, delta in zip(arrays, deltas, strict=True):
                 arr += sign * delta.reshape(arr.shape)
 
+    @staticmethod
+    def prepare(label, decision, score, bins: int) -> tuple[np.ndarray, ...] | None:
+        """The group-independent part of a batch's cell indices and score words, to add the
+        batch to several tables (one per attribute) with :meth:`apply_prepared`; None for a
+        batch too large to take in one piece (use :meth:`add`)."""
+        s = np.asarray(score, dtype=np.float64)
+        if s.size > _MAX_BATCH:
+            return None
+        if s.size and (not np.all(np.isfinite(s)) or s.min() < 0.0 or s.max() > 1.0):
+            raise ValueError("scores must be finite and in [0, 1]")
+        y = np.asarray(label, dtype=np.int64)
+        d = np.asarray(decision, dtype=np.int64)
+        if y.size and (y.min() < 0 or y.max() > 1 or d.min() < 0 or d.max() > 1):
+            raise ValueError("label and decision must be 0 or 1")
+        base = (y * 2 + d) * bins + score_bins(s, bins)
+        return (base, *_fixed_point_words(s), *_fixed_point_words(s * s))
+
+    def apply_prepared(self, group, prepared: tuple[np.ndarray, ...], sign: int) -> None:
+        """:meth:`add` (sign +1) or :meth:`remove` (-1) of a batch given by its groups and
+        :meth:`prepare`; the same integers as the per-table path."""
+        base, *words = prepared
+        g = np.asarray(group, dtype=np.int64)
+        if g.size and (g.min() < 0 or g.max() >= len(self.groups)):
+            raise ValueError("group index out of range for this table")
+        idx = g * (4 * self.bins) + base
+        size = self.counts.size
+        deltas = [np.bincount(idx, minlength=size)]
+        for w in words:
+            deltas.append(np.rint(np.bincount(idx, weights=w, minlength=size)).astype(np.int64))
+        arrays = (self.counts, self._hi, self._lo, self._sq_hi, self._sq_lo)
+        if sign < 0 and np.any(self.counts.reshape(-1) < deltas[0]):
+            raise ValueError("removing records that are not in the table")
+        for arr, delta in zip(arrays, deltas, strict=True):
+            arr += sign * delta.reshape(arr.shape)
+
     def add(self, group, label, decision, score) -> None:
         """Add a batch of records (group indices into ``groups``, 0/1 label and decision)."""
         self._apply(group, label, decision, score, +1)

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
 
 def to_jsonable(obj: Any) -> Any:
     """Plain JSON values: NaN -> None, +/-inf -> "inf"/"-inf", numpy scalars -> Python.
@@ -21,6 +23,21 @@ def to_jsonable(obj: Any) -> Any:
     >>> to_jsonable({"a": float("nan"), "b": [float("inf"), -float("inf"), 1]})
     {'a': None, 'b': ['inf', '-inf', 1]}
     """
+    # Exact built-in types first (the bulk of what the service writes), without the ABC
+    # isinstance checks below; subclasses (a str Enum, numpy scalars) take the general path.
+    t = type(obj)
+    if t in _PLAIN:
+        return obj
+    if t is float:
+        if obj != obj:
+            return None
+        if obj in (math.inf, -math.inf):
+            return "inf" if obj > 0 else "-inf"
+        return obj
+    if t is dict:
+        return {(k if type(k) is str else str(k)): to_jsonable(v) for k, v in obj.items()}
+    if t is list or t is tuple:
+        return [to_jsonable(v) for v in obj]
     if isinstance(obj, Enum):
         return to_jsonable(obj.value)
     if obj is None or isinstance(obj, bool | str):

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import logging
 import math
+import pickle
 import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +31,9 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from monitor import eval_worker
 from monitor.axes_runner import cell_tier, run_axis1
+from monitor.axis1 import CellResult
 from monitor.config import MonitorConfig
 from monitor.events import CellTracker
 from monitor.schema import validate_records
@@ -91,6 +95,20 @@ class BatchReport:
     new_records: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
+@dataclass
+class _Job:
+    """A hop evaluation taken at a stream position: the window's state, and its Axis 1."""
+
+    model_id: str
+    now: pd.Timestamp
+    seed: int
+    window: dict[str, Any]
+    future: Future | None = None  # the worker's [(results, seconds)] of a batch's jobs
+    index: int = 0  # this job's place in the future's list
+    results: list[CellResult] | None = None  # computed in this thread
+    seconds: float = 0.0
+
+
 class Pipeline:
     """The sink: decode, validate, store, window, evaluate; one transaction per batch."""
 
@@ -117,7 +135,17 @@ class Pipeline:
         self._since_eval: dict[str, int] = {}
         #: on_batch failures after a committed batch (the batch itself is not redelivered)
         self.observer_failures = 0
+        #: end count of each model's last written evaluation (see restore)
+        self._evaluated: dict[str, int] = {}
+        #: hop evaluations submitted to the worker, in stream order, not written yet
+        self._pending: list[_Job] = []
+        #: reports of evaluations recovered at start-up, for the next on_batch call
+        self._unreported: list[BatchReport] = []
+        self.use_worker = config.service.evaluation_worker
+        self._config_bytes = pickle.dumps(config)
         self.lock = threading.RLock()
+        if self.use_worker:
+            eval_worker.start()
         self.restore()
 
     # ------------------------------------------------------------------ restart
@@ -143,6 +171,8 @@ class Pipeline:
             self.windows[model_id] = w
             self.evaluations[model_id] = st["evaluations"]
             self._since_eval[model_id] = st["records"] % cfg.window.hop_records
+            done = st.get("evaluated_records")
+            self._evaluated[model_id] = st["records"] if done is None else done
         for model_id, metric, attribute, state, latest in self.store.cell_states():
             self.trackers[(model_id, metric, attribute)] = CellTracker.from_dict(state)
             if latest:
@@ -151,12 +181,81 @@ class Pipeline:
             self.axes.set_axis2(model_id, cells)
         for model_id, result in self.store.latest_axis_results("axis3").items():
             self.axes.set_axis3(model_id, result)
+        self._recover_missing_evaluations()
+
+    def _recover_missing_evaluations(self) -> None:
+        """Hop points whose records were committed but whose evaluation was not written
+        (the process stopped while the worker computed it): recompute them from the
+        stored records, in stream order, before anything new is ingested."""
+        hop = self.config.window.hop_records
+        jobs = []
+        for model_id, w in sorted(self.windows.items()):
+            done = self._evaluated.get(model_id, w.arrivals)
+            for end in range((done // hop + 1) * hop, w.arrivals + 1, hop):
+                jobs.append(self._job_at(model_id, end))
+        if not jobs:
+            return
+        log.info("recomputing %d hop evaluations not written before the last stop", len(jobs))
+        now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
+        report = BatchReport()
+        with self.store.transaction() as tx:
+            items = [self._apply(job, report) for job in jobs]
+            self._write(tx, items, sorted({j.model_id for j in jobs}), now)
+        # Reported with the next batch, tick or flush: this runs inside the constructor,
+        # before the owner (the service) holds a reference to the pipeline.
+        self._unreported.append(report)
+
+    def _report(self, report: BatchReport) -> None:
+        """Hand committed work to the observer (metrics).
+
+        The batch is committed: a failing observer must not make the source redeliver it,
+        so a failure is logged by type (never values) and counted.
+        """
+        if self.on_batch is None:
+            self._unreported.clear()
+            return
+        reports = [*self._unreported, report]
+        self._unreported.clear()
+        for r in reports:
+            try:
+                self.on_batch(r)
+            except Exception as exc:
+                self.observer_failures += 1
+                log.error("after-batch observer failed: %s", type(exc).__name__)
+
+    def _job_at(self, model_id: str, end: int) -> _Job:
+        """The evaluation of a model's window as it was at stream position ``end``."""
+        cfg = self.config
+        if cfg.window.kind == "count":
+            frame = self.store.records(model_id, upto_count=end, last_n=cfg.window.size)
+        else:
+            frame = self.store.records(model_id, upto_count=end)
+        w = ModelWindow(model_id, cfg)
+        if len(frame):
+            w.add(RecordBatch.from_frame(frame, cfg))
+        w.arrivals = end
+        job = self._snapshot(w, pd.Timestamp(self.clock(), unit="s", tz="UTC"))
+        t0 = time.perf_counter()
+        job.results = run_axis1(w.table_map(), cfg, job.seed, threads=1)
+        job.seconds = time.perf_counter() - t0
+        return job
 
     # ------------------------------------------------------------------ ingest
     def _decode(
         self, payloads: Sequence[bytes | None], origins: Sequence[Origin]
     ) -> tuple[list[Any], list[int], list[DeadLetter]]:
         limit = self.config.service.max_payload_bytes
+        if payloads and None not in payloads:
+            # The usual batch: every payload a non-empty, small, valid JSON text. Checked
+            # and decoded with C-level loops; any exception takes the per-payload path.
+            sizes = list(map(len, payloads))
+            if min(sizes) > 0 and max(sizes) <= limit:
+                try:
+                    decoded = list(map(orjson.loads, payloads))
+                except (orjson.JSONDecodeError, RecursionError):
+                    pass
+                else:
+                    return decoded, list(range(len(payloads))), []
         decoded, index, dead = [], [], []
         for i, (raw, o) in enumerate(zip(payloads, origins, strict=True)):
             reason = None
@@ -195,22 +294,22 @@ class Pipeline:
                     report.accepted, report.duplicates = outcome.inserted, outcome.duplicates
                     new = checked.valid[outcome.new_mask].copy()
                     new["seq"] = outcome.seq[outcome.new_mask]
-                    self._advance_windows(tx, new, now, report)
+                    # the evaluations submitted by earlier batches first (stream order)
+                    items = self._collect(report)
+                    self._advance_windows(tx, new, now, report, items)
             except BaseException:
                 # Nothing of the batch was committed: rebuild the in-memory state
                 # (windows, trackers) from the store rather than copy it every batch.
                 self._reload()
                 raise
-        if self.on_batch is not None:
-            # The batch is committed: a failing observer (metrics) must not make the source
-            # redeliver it, so the failure is logged by type (never values) and counted.
-            try:
-                self.on_batch(report)
-            except Exception as exc:
-                self.observer_failures += 1
-                log.error("after-batch observer failed: %s", type(exc).__name__)
+        self._report(report)
 
     def _reload(self) -> None:
+        for job in self._pending:
+            if job.future is not None:
+                job.future.cancel()
+        self._pending.clear()
+        self._evaluated.clear()
         self.windows.clear()
         self.trackers.clear()
         self.latest.clear()
@@ -218,20 +317,53 @@ class Pipeline:
         self._since_eval.clear()
         self.restore()
 
+    #: batches whose evaluations may still be in the worker before ingestion waits for them
+    MAX_BACKLOG = 4
+
+    def _collect(self, report: BatchReport, wait_all: bool = False) -> list[dict[str, Any]]:
+        """Apply the worker's finished evaluations, in stream order; returns the rows to store.
+
+        Stops at the first one not finished, unless more than MAX_BACKLOG batches' worth
+        are outstanding (then it waits for the oldest) or ``wait_all``.
+        """
+        items = []
+        while self._pending:
+            job = self._pending[0]
+            if (
+                not wait_all
+                and job.future is not None
+                and not job.future.done()
+                and len({id(j.future) for j in self._pending}) <= self.MAX_BACKLOG
+            ):
+                break
+            items.append(self._apply(job, report))
+            self._pending.pop(0)
+        return items
+
     def _advance_windows(
-        self, tx: Any, new: pd.DataFrame, now: pd.Timestamp, report: BatchReport
+        self,
+        tx: Any,
+        new: pd.DataFrame,
+        now: pd.Timestamp,
+        report: BatchReport,
+        pending: list[dict[str, Any]],
     ) -> None:
         hop = self.config.window.hop_records
-        pending: list[dict[str, Any]] = []
-        touched = []
-        for model_id, rows in new.groupby("model_id", sort=True):
-            model_id = str(model_id)
+        submitted: list[tuple[_Job, dict]] = []
+        touched = {item["model_id"] for item in pending}
+        # the whole batch converted once (arrival order), then split by model
+        ordered = new.sort_values("seq", kind="stable")
+        everything = RecordBatch.from_frame(ordered, self.config) if len(ordered) else None
+        codes, names = pd.factorize(ordered["model_id"].to_numpy(dtype=object))
+        for k in sorted(range(len(names)), key=lambda j: str(names[j])):
+            model_id = str(names[k])
             w = self.windows.get(model_id)
             if w is None:
                 w = self.windows[model_id] = ModelWindow(model_id, self.config)
                 self.evaluations[model_id] = 0
                 self._since_eval[model_id] = 0
-            batch = RecordBatch.from_frame(rows.sort_values("seq"), self.config)
+            assert everything is not None
+            batch = everything.take(np.flatnonzero(codes == k))
             report.new_records[model_id] = (batch.label, batch.score, batch.decision)
             i = 0
             while i < len(batch):
@@ -240,23 +372,64 @@ class Pipeline:
                 self._since_eval[model_id] += take
                 i += take
                 if w.arrivals % hop == 0:
-                    pending.append(self._evaluate(model_id, now, report))
-            touched.append(model_id)
-        self._write(tx, pending, touched, now)
+                    if self.use_worker:
+                        job = self._snapshot(w, now)
+                        self._evaluated_now(model_id)
+                        job.index = len(submitted)
+                        submitted.append((job, w.table_map()))
+                    else:
+                        pending.append(self._evaluate(model_id, now, report))
+            touched.add(model_id)
+        self._write(tx, pending, sorted(touched), now)
+        if submitted:  # one worker call for the batch's hop points
+            future = eval_worker.submit_many(
+                self._config_bytes, [(tables, job.seed) for job, tables in submitted]
+            )
+            for job, _ in submitted:
+                job.future = future
+                self._pending.append(job)
 
     def _write(self, tx: Any, pending: list[dict[str, Any]], models: list[str], now: Any) -> None:
         self.store.write_evaluations(tx, pending)
         self.store.write_model_states(
             [
-                (m, self.windows[m].arrivals, self.evaluations[m], self.windows[m].old_events, now)
+                (
+                    m, self.windows[m].arrivals, self.evaluations[m], self.windows[m].old_events,
+                    now, self._evaluated.get(m, 0),
+                )
                 for m in models
             ]
-        )
+        )  # fmt: skip
+
+    def flush(self) -> int:
+        """Write the evaluations still being computed by the worker; returns how many."""
+        with self.lock:
+            if not self._pending:
+                if self._unreported:
+                    self._report(BatchReport())
+                return 0
+            report = BatchReport()
+            now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
+            try:
+                with self.store.transaction() as tx:
+                    items = self._collect(report, wait_all=True)
+                    self._write(tx, items, sorted({it["model_id"] for it in items}), now)
+            except BaseException:
+                self._reload()
+                raise
+        self._report(report)
+        return len(items)
+
+    def close(self) -> None:
+        """Graceful stop: write what the worker still computes."""
+        self.flush()
 
     def tick(self) -> int:
         """Wall-clock hops: evaluate models with new records whose last evaluation is old."""
         hop_s = self.config.window.hop_seconds
         if hop_s <= 0:
+            # a quiet stream must not leave the worker's last evaluations unwritten
+            self.flush()
             return 0
         done = 0
         report = BatchReport()
@@ -273,32 +446,56 @@ class Pipeline:
             now = pd.Timestamp(wall, unit="s", tz="UTC")
             try:
                 with self.store.transaction() as tx:
-                    pending = [self._evaluate(m, now, report) for m in due]
-                    self._write(tx, pending, due, now)
+                    # the worker's hop evaluations come first: stream order
+                    pending = self._collect(report, wait_all=True)
+                    models = {it["model_id"] for it in pending} | set(due)
+                    pending += [self._evaluate(m, now, report) for m in due]
+                    self._write(tx, pending, sorted(models), now)
                     done = len(due)
             except BaseException:
                 self._reload()
                 raise
-        if self.on_batch is not None:
-            # The batch is committed: a failing observer (metrics) must not make the source
-            # redeliver it, so the failure is logged by type (never values) and counted.
-            try:
-                self.on_batch(report)
-            except Exception as exc:
-                self.observer_failures += 1
-                log.error("after-batch observer failed: %s", type(exc).__name__)
+        self._report(report)
         return done
 
     # ------------------------------------------------------------------ evaluation
+    def _snapshot(self, w: ModelWindow, now: pd.Timestamp) -> _Job:
+        """A hop evaluation of window ``w`` at its current stream position."""
+        seed = evaluation_seed(self.config.axis1.seed, w.model_id, w.arrivals)
+        window = {
+            "kind": w.kind,
+            "first_seq": w.first_seq,
+            "last_seq": w.last_seq,
+            "end_count": w.arrivals,
+            "seed": seed,
+        }
+        return _Job(w.model_id, now, seed, window)
+
+    def _evaluated_now(self, model_id: str) -> None:
+        self._since_eval[model_id] = 0
+        self._last_eval_wall[model_id] = self.clock()
+
     def _evaluate(self, model_id: str, now: pd.Timestamp, report: BatchReport) -> dict[str, Any]:
-        """Axis 1, tiers and events of a model's window now; returns the rows to store."""
-        cfg = self.config
+        """Axis 1, tiers and events of a model's window now, in this thread."""
         w = self.windows[model_id]
+        job = self._snapshot(w, now)
+        self._evaluated_now(model_id)
         t0 = time.perf_counter()
-        seed = evaluation_seed(cfg.axis1.seed, model_id, w.arrivals)
-        results = run_axis1(w.table_map(), cfg, seed, threads=1)
+        job.results = run_axis1(w.table_map(), self.config, job.seed, threads=1)
+        job.seconds = time.perf_counter() - t0
+        return self._apply(job, report)
+
+    def _apply(self, job: _Job, report: BatchReport) -> dict[str, Any]:
+        """Tiers, trackers and events of a computed evaluation; returns the rows to store."""
+        cfg = self.config
+        model_id, now = job.model_id, job.now
+        if job.results is None:
+            assert job.future is not None
+            job.results, job.seconds = job.future.result()[job.index]
+        results = job.results
         evaluation = self.evaluations[model_id] + 1
         self.evaluations[model_id] = evaluation
+        self._evaluated[model_id] = job.window["end_count"]
         n_star = self.axes.n_star.get(model_id)
         kappa = self.axes.kappa.get(model_id)
         applicable = self.axes.axis3_applicable.get(model_id, True)
@@ -335,19 +532,10 @@ class Pipeline:
             self.latest[key] = cell
             if self.drift is not None and self.drift.update(key, r.value):
                 report.drift.append(key)
-        window = {
-            "kind": w.kind,
-            "first_seq": w.first_seq,
-            "last_seq": w.last_seq,
-            "end_count": w.arrivals,
-            "seed": seed,
-        }
-        self._since_eval[model_id] = 0
-        self._last_eval_wall[model_id] = self.clock()
-        report.evaluations.append((model_id, time.perf_counter() - t0))
+        report.evaluations.append((model_id, job.seconds))
         report.cells.extend(cells)
         report.events.extend(events)
         return {
-            "model_id": model_id, "evaluation": evaluation, "window": window, "cells": cells,
+            "model_id": model_id, "evaluation": evaluation, "window": job.window, "cells": cells,
             "states": states, "events": events, "evaluated_at": now,
         }  # fmt: skip

@@ -110,14 +110,61 @@ def _present(col: pd.Series) -> np.ndarray:
     return col.notna().to_numpy()
 
 
+# Fast paths: a column whose values are all plain ``str`` (the usual JSON batch) is judged
+# with C-level map/set operations instead of a Python call per value. Any other mix of
+# types takes the per-value checks, so the verdicts are the same either way.
+
+
+def _all_str(vals: np.ndarray) -> bool:
+    return len(vals) > 0 and set(map(type, vals)) == {str}
+
+
+def _ids_ok(vals: np.ndarray) -> np.ndarray:
+    """_is_id of every value."""
+    if _all_str(vals):
+        lens = np.fromiter(map(len, vals), np.int64, len(vals))
+        return (lens > 0) & (lens <= MAX_ID_LENGTH)
+    return np.fromiter((_is_id(x) for x in vals), bool, len(vals))
+
+
+def _codes(vals: np.ndarray) -> np.ndarray:
+    """_as_code of every value, as an object array."""
+    if _all_str(vals):
+        return vals.copy()
+    return np.array([_as_code(x) for x in vals], dtype=object)
+
+
+def _parse_times(col: pd.Series, n: int) -> tuple[np.ndarray, np.ndarray, pd.Series]:
+    """(is a string, has a UTC offset, parsed time or NaT) of an event_time column.
+
+    Each distinct string is parsed once (a batch often repeats timestamps).
+    """
+    vals = col.to_numpy(dtype=object)
+    if _all_str(vals):
+        codes, uniq = pd.factorize(vals)
+        u = pd.Series(uniq, dtype="string")
+        zone = u.str.contains(r"(?:Z|z|[+-]\d\d:?\d\d)$", regex=True, na=False).to_numpy()
+        ts_u = pd.to_datetime(u.where(zone), format="ISO8601", utc=True, errors="coerce")
+        ts = pd.Series(ts_u.array.take(codes), index=col.index)
+        return np.ones(n, bool), zone[codes], ts
+    text = col.astype("string")
+    has_zone = text.str.contains(r"(?:Z|z|[+-]\d\d:?\d\d)$", regex=True, na=False).to_numpy()
+    is_str = np.fromiter((isinstance(x, str) for x in vals), bool, n)
+    ts = pd.to_datetime(text.where(is_str & has_zone), format="ISO8601", utc=True, errors="coerce")
+    return is_str, has_zone, ts
+
+
 def validate_frame(frame: pd.DataFrame, config: MonitorConfig) -> ValidationResult:
     """Validate every row of a frame of scored discharges; never raises on bad rows."""
     n = len(frame)
     reason = np.full(n, None, dtype=object)
+    free = np.ones(n, dtype=bool)  # no fault found yet
 
     def fail(mask: np.ndarray, why: str) -> None:
-        hit = mask & (reason == None)  # noqa: E711 (elementwise)
-        reason[hit] = why
+        hit = mask & free
+        if hit.any():
+            reason[hit] = why
+            free[hit] = False
 
     def column(name: str) -> pd.Series:
         if name in frame.columns:
@@ -129,10 +176,7 @@ def validate_frame(frame: pd.DataFrame, config: MonitorConfig) -> ValidationResu
     for name in ("record_id", "model_id"):
         col = column(name)
         fail(~_present(col), f"missing:{name}")
-        fail(
-            ~np.fromiter((_is_id(x) for x in col.to_numpy(dtype=object)), bool, n),
-            f"wrong_type:{name}",
-        )
+        fail(~_ids_ok(col.to_numpy(dtype=object)), f"wrong_type:{name}")
         out[name] = col.to_numpy(dtype=object)
 
     col = column("event_time")
@@ -140,16 +184,12 @@ def validate_frame(frame: pd.DataFrame, config: MonitorConfig) -> ValidationResu
     if pd.api.types.is_datetime64_any_dtype(col):
         ts = pd.to_datetime(col, utc=True)
     else:
-        text = col.astype("string")
-        has_zone = text.str.contains(r"(?:Z|z|[+-]\d\d:?\d\d)$", regex=True, na=False).to_numpy()
-        is_str = np.fromiter((isinstance(x, str) for x in col.to_numpy(dtype=object)), bool, n)
+        is_str, has_zone, ts = _parse_times(col, n)
         fail(_present(col) & ~is_str, "wrong_type:event_time")
-        ts = pd.to_datetime(
-            text.where(is_str & has_zone), format="ISO8601", utc=True, errors="coerce"
-        )
         fail(_present(col) & ~has_zone, "invalid:event_time")
     fail(ts.isna().to_numpy(), "invalid:event_time")
-    out["event_time"] = ts.to_numpy()
+    # kept as a tz-aware array: to_numpy() would box every value as a Timestamp object
+    out["event_time"] = ts.array
 
     col = column("score")
     fail(~_present(col), "missing:score")
@@ -172,43 +212,52 @@ def validate_frame(frame: pd.DataFrame, config: MonitorConfig) -> ValidationResu
 
     col = column("decision")
     given = _present(col)
-    ok, decision = _binary(col)
+    if given.any():
+        ok, decision = _binary(col)
+    else:  # usually absent: derived from the score below
+        ok, decision = np.zeros(n, bool), np.zeros(n, np.int64)
     fail(given & ~ok, "out_of_range:decision")
 
     for attr in config.attributes:
         col = column(attr.name)
         fail(~_present(col), f"missing:{attr.name}")
-        codes = [_as_code(x) for x in col.to_numpy(dtype=object)]
+        codes = _codes(col.to_numpy(dtype=object))
         allowed = set(attr.codes)
-        fail(np.array([c not in allowed for c in codes], dtype=bool), f"unknown_code:{attr.name}")
-        out[attr.name] = np.array(codes, dtype=object)
+        fail(
+            ~np.fromiter(map(allowed.__contains__, codes), bool, n), f"unknown_code:{attr.name}"
+        )
+        out[attr.name] = codes
 
     col = column("hospital_id")
     vals = col.to_numpy(dtype=object)
-    fail(_present(col) & ~np.fromiter((_is_id(x) for x in vals), bool, n), "wrong_type:hospital_id")
+    fail(_present(col) & ~_ids_ok(vals), "wrong_type:hospital_id")
     out["hospital_id"] = np.where(_present(col), vals, None)
 
     col = column("features")
-    fail(
-        ~np.fromiter((_features_ok(x) for x in col.to_numpy(dtype=object)), bool, n),
-        "wrong_type:features",
-    )
+    vals = col.to_numpy(dtype=object)
+    if not (n and set(map(type, vals)) == {type(None)}):
+        fail(~np.fromiter((_features_ok(x) for x in vals), bool, n), "wrong_type:features")
     out["features"] = col.to_numpy(dtype=object)
 
     col = column("schema_version")
     sv = col.to_numpy(dtype=object)
-    fail(
-        _present(col)
-        & np.array([not (_is_number(x) and x == SCHEMA_VERSION) for x in sv], dtype=bool),
-        "unsupported:schema_version",
-    )
+    present = _present(col)
+    if present.any():
+        bad = np.zeros(n, bool)
+        bad[present] = [not (_is_number(x) and x == SCHEMA_VERSION) for x in sv[present]]
+        fail(bad, "unsupported:schema_version")
 
     # A missing decision is derived from the score and the model's thresholds.
     thresholds = decision_thresholds(out, config)
     out["decision"] = np.where(given & ok, decision, (out["score"] >= thresholds).astype(np.int64))
 
-    good = reason == None  # noqa: E711
-    valid = pd.DataFrame({k: np.asarray(v)[good] for k, v in out.items()})
+    good = free
+    valid = pd.DataFrame(
+        {
+            k: (v[good] if k == "event_time" and good.any() else np.asarray(v)[good])
+            for k, v in out.items()
+        }
+    )
     valid["label"] = valid["label"].astype(np.int8)
     valid["decision"] = valid["decision"].astype(np.int8)
     rejected = [Rejection(int(i), str(reason[i])) for i in np.flatnonzero(~good)]
@@ -239,6 +288,9 @@ def validate_records(
     pre: dict[int, str] = {}
     rows: list[Mapping[str, Any]] = []
     for i, rec in enumerate(records):
+        if type(rec) is dict and known.issuperset(rec):  # the usual case, checked in C
+            rows.append(rec)
+            continue
         if not isinstance(rec, Mapping):
             pre[i] = "not_an_object"
             rows.append({})

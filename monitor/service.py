@@ -105,6 +105,11 @@ class MonitorService:
             log.warning("scheduler shutdown failed")
         if self.api is not None:
             self.api.close()
+        try:
+            self.pipeline.close()  # the worker's last evaluations
+        except Exception as exc:
+            # recomputed from the stored records at the next start
+            log.warning("pipeline close failed: %s", type(exc).__name__)
         self.store.close()
 
     # ------------------------------------------------------------------ metrics

@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from monitor.config import MonitorConfig
 from monitor.jsonable import to_json
@@ -73,6 +74,11 @@ MIGRATIONS: list[list[str]] = [
             id BIGINT PRIMARY KEY, job VARCHAR NOT NULL, started_at TIMESTAMPTZ NOT NULL,
             duration_s DOUBLE, state VARCHAR NOT NULL, error_kind VARCHAR)""",
     ],
+    # v2: the stream position of each model's last *written* evaluation. Evaluations run
+    # beside ingestion and are written a batch later; a hop point between this and
+    # ``records`` is recomputed from the stored records at start-up. NULL (a file written
+    # before v2, when evaluations were synchronous): every hop point up to ``records``.
+    ["ALTER TABLE model_state ADD COLUMN IF NOT EXISTS evaluated_records BIGINT"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -97,6 +103,57 @@ class IngestOutcome:
     seq: np.ndarray  # arrival sequence number per valid row; -1 for duplicates
 
 
+def _arrow(col: pd.Series) -> pa.Array:
+    """A string column (missing values as null) as an Arrow string array."""
+    values = col.to_numpy(dtype=object) if col.dtype == object else col
+    return pa.array(values, pa.string(), from_pandas=True)
+
+
+def _member(sorted_hashes: np.ndarray, h: np.ndarray) -> np.ndarray:
+    if not sorted_hashes.size:
+        return np.zeros(h.shape, dtype=bool)
+    i = np.minimum(np.searchsorted(sorted_hashes, h), sorted_hashes.size - 1)
+    return sorted_hashes[i] == h
+
+
+class _KeyHashes:
+    """DuckDB hashes of the stored (model_id, record_id) keys, to deduplicate without a join.
+
+    Why: the join of a batch's keys with ``discharges`` scans the whole table, so its cost
+    grows with every record stored (tens of ms per batch at a million records). A key
+    whose hash is not here is certainly new; a key whose hash is here (a redelivery, a
+    hash collision, a record deleted by retention) is checked against the table, so the
+    result is exact. 8 bytes per stored record, rebuilt from the table at start-up and
+    after retention; a sorted base plus a few sorted runs, merged now and then.
+    """
+
+    def __init__(self, hashes: np.ndarray):
+        self.base = np.sort(np.asarray(hashes, dtype=np.uint64))
+        self.runs: list[np.ndarray] = []
+        self.staged: list[np.ndarray] = []
+
+    def contains(self, h: np.ndarray) -> np.ndarray:
+        hit = _member(self.base, h)
+        for run in self.runs:
+            hit |= _member(run, h)
+        return hit
+
+    def stage(self, h: np.ndarray) -> None:
+        """Hashes of keys inserted by the open transaction (kept only if it commits)."""
+        self.staged.append(np.sort(h))
+
+    def commit(self) -> None:
+        self.runs.extend(self.staged)
+        self.staged.clear()
+        if len(self.runs) > 16:
+            # timsort merges the concatenated sorted runs in about linear time
+            self.base = np.sort(np.concatenate([self.base, *self.runs]), kind="stable")
+            self.runs.clear()
+
+    def rollback(self) -> None:
+        self.staged.clear()
+
+
 class Store:
     """The one DuckDB connection of the service, with typed helpers for each table."""
 
@@ -110,6 +167,11 @@ class Store:
         self._lock = threading.RLock()  # one writer transaction at a time
         self._migrate()
         self._reset_counters()
+        self._load_keys()
+
+    def _load_keys(self) -> None:
+        h = self._conn.execute("SELECT hash(model_id, record_id) AS h FROM discharges")
+        self._keys = _KeyHashes(h.fetchnumpy()["h"])
 
     def _reset_counters(self) -> None:
         """Next ids from the stored maxima (at start, and after a rolled-back transaction)."""
@@ -176,47 +238,64 @@ class Store:
             keys["pos"] = np.arange(n)
             first = ~keys.duplicated(["model_id", "record_id"], keep="first").to_numpy()
             c.register("_batch_keys", keys[first])
-            existing = c.execute(
-                "SELECT k.pos FROM _batch_keys k JOIN discharges d "
-                "ON d.model_id = k.model_id AND d.record_id = k.record_id"
-            ).fetchnumpy()["pos"]
+            hashed = c.execute("SELECT pos, hash(model_id, record_id) AS h FROM _batch_keys")
+            got = hashed.fetchnumpy()
+            pos = np.asarray(got["pos"], dtype=np.int64)
+            h = np.asarray(got["h"], dtype=np.uint64)
+            maybe = self._keys.contains(h)
+            existing = np.zeros(0, dtype=np.int64)
+            if maybe.any():  # only these can be stored already: check them for real
+                c.register("_maybe_keys", keys.iloc[pos[maybe]])
+                existing = c.execute(
+                    "SELECT k.pos FROM _maybe_keys k JOIN discharges d "
+                    "ON d.model_id = k.model_id AND d.record_id = k.record_id"
+                ).fetchnumpy()["pos"]
+                c.unregister("_maybe_keys")
             c.unregister("_batch_keys")
             new_mask = first.copy()
             new_mask[np.asarray(existing, dtype=np.int64)] = False
+            self._keys.stage(h[new_mask[pos]])
             k = int(new_mask.sum())
             seq[new_mask] = np.arange(self._next_seq, self._next_seq + k)
             if k:
                 rows = valid[new_mask]
-                frame = pd.DataFrame(
-                    {
-                        "seq": seq[new_mask],
-                        "model_id": rows["model_id"].to_numpy(dtype=object),
-                        "record_id": rows["record_id"].to_numpy(dtype=object),
-                        "event_time": rows["event_time"].to_numpy(),
-                        "received_at": received_at,
-                        "hospital_id": rows["hospital_id"].to_numpy(dtype=object),
-                        "score": rows["score"].to_numpy(dtype=np.float64),
-                        "label": rows["label"].to_numpy(dtype=np.int8),
-                        "decision": rows["decision"].to_numpy(dtype=np.int8),
-                        **{
-                            f"attr_{i}": rows[a].to_numpy(dtype=object)
-                            for i, a in enumerate(self.attributes)
-                        },
-                        "features": [
+                feats = rows["features"].to_numpy(dtype=object)
+                if set(map(type, feats)) <= {type(None)}:  # usually: no features at all
+                    features = pa.nulls(k, pa.string())
+                else:
+                    features = pa.array(
+                        [
                             None
                             if f is None or (isinstance(f, float) and math.isnan(f))
                             else to_json(f)
-                            for f in rows["features"].to_numpy(dtype=object)
+                            for f in feats
                         ],
+                        pa.string(),
+                    )
+                # An Arrow table: DuckDB scans its columns as they are, where a pandas frame
+                # of object columns costs a Python string conversion per value.
+                table = pa.table(
+                    {
+                        "seq": pa.array(seq[new_mask]),
+                        "model_id": _arrow(rows["model_id"]),
+                        "record_id": _arrow(rows["record_id"]),
+                        "event_time": pa.array(rows["event_time"].array),
+                        "hospital_id": _arrow(rows["hospital_id"]),
+                        "score": pa.array(rows["score"].to_numpy(dtype=np.float64)),
+                        "label": pa.array(rows["label"].to_numpy(dtype=np.int8)),
+                        "decision": pa.array(rows["decision"].to_numpy(dtype=np.int8)),
+                        **{f"attr_{i}": _arrow(rows[a]) for i, a in enumerate(self.attributes)},
+                        "features": features,
                     }
                 )
                 # the attribute object is built by DuckDB, column-wise, not per record in Python
                 attrs = ", ".join(f"'{a}', attr_{i}" for i, a in enumerate(self.attributes))
-                c.register("_batch_rows", frame)
+                c.register("_batch_rows", table)
                 c.execute(
                     "INSERT INTO discharges SELECT seq, model_id, record_id, event_time, "
-                    f"received_at, hospital_id, score, label, decision, json_object({attrs}), "
-                    "features::JSON FROM _batch_rows"
+                    f"?::TIMESTAMPTZ, hospital_id, score, label, decision, json_object({attrs}), "
+                    "features::JSON FROM _batch_rows",
+                    [received_at],
                 )
                 c.unregister("_batch_rows")
                 self._next_seq += k
@@ -309,12 +388,14 @@ class Store:
         if not items:
             return
         c = self._conn
+        # each cell's JSON once: it is the window result and, for the latest, cell_state's
+        cell_json = {id(x): to_json(x) for it in items for x in it["cells"]}
         wr = [
             (
                 it["model_id"], it["evaluation"], it["evaluated_at"], it["window"]["kind"],
                 it["window"].get("first_seq"), it["window"].get("last_seq"),
                 it["window"].get("end_count"), int(it["window"]["seed"]), x["metric"],
-                x["attribute"], to_json(x), x.get("tier"), x.get("confirmed_tier"),
+                x["attribute"], cell_json[id(x)], x.get("tier"), x.get("confirmed_tier"),
             )
             for it in items
             for x in it["cells"]
@@ -326,17 +407,19 @@ class Store:
              "tier", "confirmed_tier"],
             wr, json_columns={"result"},
         )  # fmt: skip
-        latest_state: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+        latest: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         for it in items:  # a cell evaluated twice in one batch keeps its last state
             cells = {(x["metric"], x["attribute"]): x for x in it["cells"]}
             for m, a, st in it["states"]:
-                latest_state[(it["model_id"], m, a)] = (
-                    it["model_id"], m, a, to_json(st), to_json(cells.get((m, a))),
-                    it["evaluated_at"],
-                )  # fmt: skip
+                latest[(it["model_id"], m, a)] = (st, cells.get((m, a)), it["evaluated_at"])
+        latest_state = [
+            (model, m, a, to_json(st),
+             to_json(None) if cell is None else cell_json[id(cell)], at)
+            for (model, m, a), (st, cell, at) in latest.items()
+        ]  # fmt: skip
         self._insert_frame(
             "cell_state", ["model_id", "metric", "attribute", "state", "latest", "updated_at"],
-            list(latest_state.values()), json_columns={"state", "latest"}, replace=True,
+            latest_state, json_columns={"state", "latest"}, replace=True,
         )  # fmt: skip
         events = [(it["evaluated_at"], e) for it in items for e in it["events"]]
         if events:
@@ -366,7 +449,14 @@ class Store:
     ) -> None:
         if not rows:
             return
-        frame = pd.DataFrame.from_records(list(rows), columns=list(columns))
+        try:
+            # an Arrow table from the columns: cheaper to build than a pandas frame of
+            # Python objects, and DuckDB scans it without a per-value conversion
+            frame: Any = pa.table(
+                {c: pa.array(v) for c, v in zip(columns, zip(*rows, strict=True), strict=True)}
+            )
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            frame = pd.DataFrame.from_records(list(rows), columns=list(columns))
         select = ", ".join(f'"{c}"::JSON' if c in json_columns else f'"{c}"' for c in columns)
         verb = "INSERT OR REPLACE INTO" if replace else "INSERT INTO"
         name = f"_ins_{table}"
@@ -376,18 +466,30 @@ class Store:
         finally:
             self._conn.unregister(name)
 
-    def write_model_states(self, rows: Sequence[tuple[str, int, int, int, pd.Timestamp]]) -> None:
-        """(model_id, records, evaluations, old_events, at) per model touched by a batch."""
-        self._insert_frame(
-            "model_state", ["model_id", "records", "evaluations", "old_events", "updated_at"],
-            rows, replace=True,
-        )  # fmt: skip
+    def write_model_states(
+        self, rows: Sequence[tuple[str, int, int, int, pd.Timestamp, int | None]]
+    ) -> None:
+        """(model_id, records, evaluations, old_events, at, evaluated_records) per model
+        touched by a batch; evaluated_records is the end count of the last written evaluation.
+        """
+        if not rows:
+            return
+        # a dozen rows: one VALUES statement costs less than a pandas frame scan
+        values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(rows))
+        self._conn.execute(
+            "INSERT OR REPLACE INTO model_state (model_id, records, evaluations, old_events, "
+            f"updated_at, evaluated_records) VALUES {values}",
+            [v for row in rows for v in row],
+        )
 
-    def model_states(self) -> dict[str, dict[str, int]]:
+    def model_states(self) -> dict[str, dict[str, int | None]]:
         rows = self._conn.execute(
-            "SELECT model_id, records, evaluations, old_events FROM model_state"
+            "SELECT model_id, records, evaluations, old_events, evaluated_records FROM model_state"
         ).fetchall()
-        return {m: {"records": r, "evaluations": e, "old_events": o} for m, r, e, o in rows}
+        return {
+            m: {"records": r, "evaluations": e, "old_events": o, "evaluated_records": v}
+            for m, r, e, o, v in rows
+        }
 
     def cell_states(self) -> list[tuple[str, str, str, dict[str, Any], dict[str, Any] | None]]:
         rows = self._conn.execute(
@@ -528,6 +630,8 @@ class Store:
                 if n:
                     self._conn.execute(f"DELETE FROM {table} WHERE {column} < ?", [cutoff])
                 out[table] = n
+            if out.get("discharges"):
+                self._load_keys()  # forget the deleted keys
         return out
 
 
@@ -545,8 +649,14 @@ class _Transaction:
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if exc_type is None:
-                self.store._conn.execute("COMMIT")
+                try:
+                    self.store._conn.execute("COMMIT")
+                finally:
+                    # even if COMMIT failed: an extra hash only costs a check, a missing one
+                    # would let a duplicate in
+                    self.store._keys.commit()
             else:
+                self.store._keys.rollback()
                 self.store._conn.execute("ROLLBACK")
                 self.store._reset_counters()
         finally:

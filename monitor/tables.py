@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -9,8 +11,19 @@ from monitor.config import AttributeConfig, MonitorConfig
 from monitor.counts import CountTable
 
 
+@functools.lru_cache(maxsize=64)
+def _code_index(codes: tuple[str, ...]) -> pd.Index:
+    return pd.Index(list(codes), dtype=object)
+
+
 def group_index(codes: np.ndarray | pd.Series, attribute: AttributeConfig) -> np.ndarray:
     """Position of each record's group code in the attribute's configured code list."""
+    values = np.asarray(codes, dtype=object)
+    if len(values) and set(map(type, values)) == {str}:  # the usual case, looked up in C
+        index = _code_index(tuple(attribute.codes)).get_indexer(values)
+        if (index < 0).any():
+            raise ValueError(f"unknown group code for attribute {attribute.name!r}")
+        return index.astype(np.int64)
     lookup = {c: i for i, c in enumerate(attribute.codes)}
     try:
         return np.fromiter((lookup[str(c)] for c in np.asarray(codes, dtype=object)), np.int64)

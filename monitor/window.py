@@ -82,9 +82,15 @@ class ModelWindow:
 
     # ------------------------------------------------------------------ add / evict
     def _apply(self, batch: RecordBatch, sign: int) -> None:
+        # label, decision and score bins are the same for every attribute's table
+        bins = self.config.axis1.score_bins
+        prepared = CountTable.prepare(batch.label, batch.decision, batch.score, bins)
         for attr, table in self.tables.items():
-            fn = table.add if sign > 0 else table.remove
-            fn(batch.groups[attr], batch.label, batch.decision, batch.score)
+            if prepared is not None:
+                table.apply_prepared(batch.groups[attr], prepared, sign)
+            else:
+                fn = table.add if sign > 0 else table.remove
+                fn(batch.groups[attr], batch.label, batch.decision, batch.score)
         self.n += sign * len(batch)
 
     def add(self, batch: RecordBatch) -> int:

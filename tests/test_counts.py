@@ -114,3 +114,22 @@ def test_equality_sees_score_differences():
     a = CountTable.from_records(("a", "b"), [0], [1], [1], [0.21])
     b = CountTable.from_records(("a", "b"), [0], [1], [1], [0.22])
     assert a != b
+
+
+def test_prepared_batches_give_the_same_table_words_as_add_and_remove():
+    import numpy as np
+
+    from monitor.counts import CountTable
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    g, y, d = rng.integers(0, 4, n), rng.integers(0, 2, n), rng.integers(0, 2, n)
+    s = rng.uniform(size=n)
+    s[:5] = [0.0, 1.0, 0.5, 0.1, 0.9999999999]
+    a, b = CountTable("ABCD", 10), CountTable("ABCD", 10)
+    a.add(g, y, d, s)
+    a.remove(g[:700], y[:700], d[:700], s[:700])
+    b.apply_prepared(g, CountTable.prepare(y, d, s, 10), +1)
+    b.apply_prepared(g[:700], CountTable.prepare(y[:700], d[:700], s[:700], 10), -1)
+    for name in ("counts", "_hi", "_lo", "_sq_hi", "_sq_lo"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name

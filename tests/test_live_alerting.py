@@ -254,6 +254,7 @@ class Feeder:
             origins = [Origin("scored", 0, self.offset + j) for j in range(len(chunk))]
             self.service.pipeline.ingest_batch(chunk, origins)
             self.offset += len(chunk)
+            self.service.pipeline.flush()
             self.service.set_lag({("scored", 0): total - i - len(chunk)})
 
     def phase(self, n: int, sex0: float, sex1: float) -> None:

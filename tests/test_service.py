@@ -32,6 +32,7 @@ def _feed(service, n, seed, start=0):
     service.pipeline.ingest_batch(
         payloads, [Origin("t", 0, start + i) for i in range(len(payloads))]
     )
+    service.pipeline.flush()
 
 
 def _get(url):

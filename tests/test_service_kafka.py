@@ -124,6 +124,7 @@ def test_kill_9_mid_stream_then_restart_equals_uninterrupted(kafka_broker, tmp_p
             payloads[i : i + 500],
             [Origin("x", 0, i + k) for k in range(500)][: len(payloads[i : i + 500])],
         )
+    pipe.flush()
 
     got = Store(db, load_config(cfg))
     assert got.counts()["discharges"] == len(records)  # nothing lost, nothing twice
