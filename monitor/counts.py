@@ -102,17 +102,20 @@ class CountTable:
             idx = self._cell_index(
                 np.asarray(group)[sl], np.asarray(label)[sl], np.asarray(decision)[sl], s[sl]
             )
-            size = self.counts.size
-            hi, lo = _fixed_point_words(s[sl])
-            sq_hi, sq_lo = _fixed_point_words(s[sl] * s[sl])
-            deltas = [np.bincount(idx, minlength=size)]
-            for w in (hi, lo, sq_hi, sq_lo):
-                deltas.append(np.rint(np.bincount(idx, weights=w, minlength=size)).astype(np.int64))
-            arrays = (self.counts, self._hi, self._lo, self._sq_hi, self._sq_lo)
-            if sign < 0 and np.any(self.counts.reshape(-1) < deltas[0]):
-                raise ValueError("removing records that are not in the table")
-            for arr, delta in zip(arrays, deltas, strict=True):
-                arr += sign * delta.reshape(arr.shape)
+            words = (*_fixed_point_words(s[sl]), *_fixed_point_words(s[sl] * s[sl]))
+            self._apply_cells(idx, words, sign)
+
+    def _apply_cells(self, idx: np.ndarray, words: tuple[np.ndarray, ...], sign: int) -> None:
+        """Add (sign +1) or remove (-1) records given by cell index and score words."""
+        size = self.counts.size
+        deltas = [np.bincount(idx, minlength=size)]
+        for w in words:
+            deltas.append(np.rint(np.bincount(idx, weights=w, minlength=size)).astype(np.int64))
+        arrays = (self.counts, self._hi, self._lo, self._sq_hi, self._sq_lo)
+        if sign < 0 and np.any(self.counts.reshape(-1) < deltas[0]):
+            raise ValueError("removing records that are not in the table")
+        for arr, delta in zip(arrays, deltas, strict=True):
+            arr += sign * delta.reshape(arr.shape)
 
     @staticmethod
     def prepare(label, decision, score, bins: int) -> tuple[np.ndarray, ...] | None:
@@ -138,16 +141,7 @@ class CountTable:
         g = np.asarray(group, dtype=np.int64)
         if g.size and (g.min() < 0 or g.max() >= len(self.groups)):
             raise ValueError("group index out of range for this table")
-        idx = g * (4 * self.bins) + base
-        size = self.counts.size
-        deltas = [np.bincount(idx, minlength=size)]
-        for w in words:
-            deltas.append(np.rint(np.bincount(idx, weights=w, minlength=size)).astype(np.int64))
-        arrays = (self.counts, self._hi, self._lo, self._sq_hi, self._sq_lo)
-        if sign < 0 and np.any(self.counts.reshape(-1) < deltas[0]):
-            raise ValueError("removing records that are not in the table")
-        for arr, delta in zip(arrays, deltas, strict=True):
-            arr += sign * delta.reshape(arr.shape)
+        self._apply_cells(g * (4 * self.bins) + base, tuple(words), sign)
 
     def add(self, group, label, decision, score) -> None:
         """Add a batch of records (group indices into ``groups``, 0/1 label and decision)."""
