@@ -111,11 +111,18 @@ def run_ingest_bench(
             max_batch=max_batch,
         )  # fmt: skip
         samples: list[tuple[int, float]] = []
+        duck: list[tuple[int, float]] = []  # DuckDB's own accounting, to attribute growth
         stop = threading.Event()
+        probe = store.cursor()
 
         def sample() -> None:
             while not stop.wait(0.5):
                 samples.append((sink.seen, _rss_mb()))
+                with contextlib.suppress(Exception):
+                    (b,) = probe.execute(
+                        "SELECT sum(memory_usage_bytes) FROM duckdb_memory()"
+                    ).fetchone()
+                    duck.append((sink.seen, float(b) / 2**20))
 
         sampler = threading.Thread(target=sample, daemon=True)
         source = KafkaSource(kcfg, sink)
@@ -126,6 +133,7 @@ def run_ingest_bench(
         pipe_s = time.perf_counter() - t0
         stop.set()
         sampler.join()
+        probe.close()
         source.close()
         evaluations = int(
             store.counts()["window_results"] / (len(cfg.metrics) * len(cfg.attributes))
@@ -135,6 +143,10 @@ def run_ingest_bench(
     first = [r for k, r in samples if k <= n / 4] or [samples[0][1]]
     last = [r for k, r in samples if k >= 3 * n / 4]
     rss_first, rss_last = statistics.median(first), statistics.median(last)
+
+    def quarter_median(points: list[tuple[int, float]], last_quarter: bool) -> float:
+        got = [v for k, v in points if (k >= 3 * n / 4 if last_quarter else k <= n / 4)]
+        return round(statistics.median(got), 1) if got else float("nan")
     return {
         "events": n,
         "models": models,
@@ -148,4 +160,6 @@ def run_ingest_bench(
         "rss_first_quarter_mb": round(rss_first, 1),
         "rss_last_quarter_mb": round(rss_last, 1),
         "rss_growth": round(rss_last / rss_first - 1, 3),
+        "duckdb_mb_first_quarter": quarter_median(duck, False),
+        "duckdb_mb_last_quarter": quarter_median(duck, True),
     }

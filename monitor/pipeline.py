@@ -143,6 +143,8 @@ class Pipeline:
         self._unreported: list[BatchReport] = []
         self.use_worker = config.service.evaluation_worker
         self._config_bytes = pickle.dumps(config)
+        #: True while the in-memory state is not a faithful copy of the store (see _reload)
+        self._stale = False
         self.lock = threading.RLock()
         if self.use_worker:
             eval_worker.start()
@@ -279,6 +281,7 @@ class Pipeline:
         """The Sink call: when it returns, the batch and its effects are durable."""
         report = BatchReport(received=len(payloads))
         with self.lock:
+            self._ensure_loaded()
             decoded, index, dead = self._decode(payloads, origins)
             checked = validate_records(decoded, self.config)
             for r in checked.rejected:
@@ -304,7 +307,14 @@ class Pipeline:
                 raise
         self._report(report)
 
+    def _ensure_loaded(self) -> None:
+        """Finish a reload that failed part-way (e.g. out of memory while restoring), so no
+        batch is ever applied to half-rebuilt windows; raises if it fails again."""
+        if self._stale:
+            self._reload()
+
     def _reload(self) -> None:
+        self._stale = True
         for job in self._pending:
             if job.future is not None:
                 job.future.cancel()
@@ -316,6 +326,7 @@ class Pipeline:
         self.evaluations.clear()
         self._since_eval.clear()
         self.restore()
+        self._stale = False
 
     #: batches whose evaluations may still be in the worker before ingestion waits for them
     MAX_BACKLOG = 4
@@ -404,6 +415,7 @@ class Pipeline:
     def flush(self) -> int:
         """Write the evaluations still being computed by the worker; returns how many."""
         with self.lock:
+            self._ensure_loaded()
             if not self._pending:
                 if self._unreported:
                     self._report(BatchReport())
@@ -434,6 +446,7 @@ class Pipeline:
         done = 0
         report = BatchReport()
         with self.lock:
+            self._ensure_loaded()
             wall = self.clock()
             due = [
                 m

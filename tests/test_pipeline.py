@@ -141,6 +141,43 @@ def test_a_failed_transaction_leaves_no_trace_and_the_retry_matches(tmp_path, mo
     pd.testing.assert_frame_equal(_results(ref), _results(store))
 
 
+def test_a_reload_that_fails_part_way_is_finished_before_the_next_batch(tmp_path, monkeypatch):
+    """Out of memory while rebuilding state after a failed batch (seen with a 128 MB DuckDB
+    memory limit) must not leave half-rebuilt windows that later batches are applied to."""
+    payloads = _payloads(n=1500)
+    ref = Store(tmp_path / "ref.duckdb", CFG)
+    _feed(Pipeline(CFG, ref), payloads)
+    store = Store(tmp_path / "f.duckdb", CFG)
+    pipe = Pipeline(CFG, store)
+    _feed(pipe, payloads[:999])
+    # Faults we cannot cause on demand: the batch's write fails, then so does the first
+    # read of the reload that follows.
+    write, read = store.write_evaluations, store.records
+    fail = {"write": 1, "read": 1}
+
+    def failing_write(*a, **k):
+        if fail["write"]:
+            fail["write"] -= 1
+            raise OSError("simulated write failure")
+        return write(*a, **k)
+
+    def failing_read(*a, **k):
+        if fail["read"] and not fail["write"]:
+            fail["read"] -= 1
+            raise MemoryError("simulated out of memory")
+        return read(*a, **k)
+
+    monkeypatch.setattr(store, "write_evaluations", failing_write)
+    monkeypatch.setattr(store, "records", failing_read)
+    chunk = payloads[999:1332]
+    with pytest.raises(MemoryError):
+        pipe.ingest_batch(chunk, [Origin("t", 0, 999 + k) for k in range(len(chunk))])
+    _feed(pipe, payloads, start=999)  # redelivery: the reload is finished first
+    pipe.close()
+    assert fail == {"write": 0, "read": 0}
+    pd.testing.assert_frame_equal(_results(ref), _results(store))
+
+
 def test_poison_messages_go_to_dead_letters_with_reasons(tmp_path):
     store = Store(tmp_path / "p.duckdb", CFG)
     pipe = Pipeline(CFG, store)
