@@ -160,3 +160,46 @@ def test_arbitrary_json_never_crashes_and_accounts_for_every_record(batch):
     assert np.all(np.isfinite(res.valid["score"])) if len(res.valid) else True
     for s in res.valid["score"]:
         assert 0 <= s <= 1 and not math.isnan(s)
+
+
+# Columns whose values are all ``str`` take C-level fast paths; one value of another type
+# sends the whole column through the per-value checks. The slow path is the oracle.
+_STR_VARIANTS = {
+    "record_id": st.sampled_from(["r-1", "", "x" * 256, "x" * 257, "é"]),
+    "model_id": st.sampled_from(["m", "", "y" * 300]),
+    "event_time": st.sampled_from(
+        [
+            "2026-03-01T12:00:00Z",
+            "2026-03-01T12:00:00+01:00",
+            "2026-03-01",
+            "noon Z",
+            "2026-03-01T12:00:00",
+            "2026-13-01T00:00:00Z",
+        ]
+    ),
+    "hospital_id": st.sampled_from(["h-1", "", "z" * 257]),
+    "race": st.sampled_from(["0", "3", "9", "", " 3"]),
+    "sex": st.sampled_from(["0", "1", "2"]),
+}
+#: every string column of this record has another type: the batch takes the slow paths
+_FORCE_SLOW = {
+    **GOOD, "record_id": 17, "model_id": 17, "event_time": 1_700_000_000, "hospital_id": 5,
+    "race": 3.5, "sex": 1.0, "ethnicity": 0.0, "age_group": 2.0, "features": [1],
+}  # fmt: skip
+
+
+@given(st.lists(st.fixed_dictionaries({}, optional=_STR_VARIANTS), min_size=1, max_size=12))
+def test_string_fast_paths_give_the_per_value_verdicts(changes):
+    batch = [{**GOOD, **c} for c in changes]
+    fast = validate_records(batch, CFG)
+    slow = validate_records([*batch, _FORCE_SLOW], CFG)
+    n = len(batch)
+    assert [(r.index, r.reason) for r in fast.rejected] == [
+        (r.index, r.reason) for r in slow.rejected if r.index < n
+    ]
+    assert [r.reason for r in slow.rejected if r.index == n] == ["wrong_type:record_id"]
+    pd.testing.assert_frame_equal(
+        fast.valid.reset_index(drop=True),
+        slow.valid[slow.valid["position"] < n].reset_index(drop=True),
+        check_dtype=False,
+    )
