@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -264,3 +265,19 @@ def test_stacked_worker_evaluations_equal_one_model_at_a_time():
     for (tab, seed), (results, _) in zip(jobs, got, strict=True):
         alone = run_axis1(tab, CFG, seed, threads=1)
         assert [r.to_dict() for r in results] == [r.to_dict() for r in alone]
+
+
+def test_key_hash_hits_are_checked_against_the_table(tmp_path, monkeypatch):
+    """The in-memory key hashes only say "maybe stored"; DuckDB decides. A 64-bit hash
+    collision cannot be produced on demand, so every key is made to look like a hit."""
+    payloads = _payloads(n=600)
+    ref = Store(tmp_path / "ref.duckdb", CFG)
+    _feed(Pipeline(CFG, ref), payloads)
+    store = Store(tmp_path / "hit.duckdb", CFG)
+    monkeypatch.setattr(store._keys, "contains", lambda h: np.ones(h.shape, dtype=bool))
+    pipe = Pipeline(CFG, store)
+    _feed(pipe, payloads)
+    _feed(pipe, payloads[:400])  # real redeliveries among the forced hits
+    pipe.close()
+    assert store.counts()["discharges"] == ref.counts()["discharges"] == 1200
+    pd.testing.assert_frame_equal(_results(ref), _results(store))
