@@ -20,16 +20,18 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 # Debian packages the tests need: promtool (prometheus), amtool (prometheus-alertmanager),
-# a JDK and Maven for the Kafka broker. Installed only when missing, so a prepared machine
-# needs no network.
+# a JDK and Maven for the Kafka broker, chromium for the report's browser test. Installed only
+# when missing, so a prepared machine needs no network.
 system-deps:
 	@missing=""; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
 	command -v mvn >/dev/null || missing="$$missing maven"; \
 	command -v amtool >/dev/null || missing="$$missing prometheus-alertmanager"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -38,6 +40,7 @@ system-deps:
 
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

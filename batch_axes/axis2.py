@@ -10,7 +10,7 @@ fails Axis 2 when N* > N_field (SPEC section 4).
 
 Why counts are enough: every metric is a function of how many subsampled records
 fall in each (group, label, decision, score bin) cell of the cohort's
-:class:`~monitor.counts.CountTable`, and a simple random subsample without
+:class:`~monitor.core.counts.CountTable`, and a simple random subsample without
 replacement of N_i records has, as its cell counts, exactly a multivariate
 hypergeometric draw over the flattened (G, 2, 2, B) counts. numpy's
 ``multivariate_hypergeometric(method="marginals")`` draws it as a chain of
@@ -25,8 +25,8 @@ cell that holds n records with score mean mu and (population) variance var: it
 is taken as Normal(c mu, c var (n - c) / (n - 1)) -- the exact mean and variance
 of a without-replacement sum, with the finite-population correction, which is 0
 when c == n -- and clipped to the range the bin allows, [c lo_b, c hi_b]. It
-enters calibration metrics only. The record-level oracle :func:`reference_axis2`
-subsamples records and checks it.
+enters calibration metrics only. The record-level oracle
+:func:`monitor.reference.axis2.reference_axis2` subsamples records and checks it.
 
 Support rule: a group with fewer than ``min_group_support`` records *in the
 subsample* is left out of that draw, so support varies per draw (an (R, G) mask).
@@ -56,11 +56,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from monitor.axis1 import defined_moments
 from monitor.config import MetricRule
-from monitor.counts import CountTable
-from monitor.metrics import METRICS, NEEDS_BINS, Tallies
-from monitor.metrics_reference import metric_from_records
+from monitor.core.axis1 import defined_moments
+from monitor.core.counts import CountTable
+from monitor.core.metrics import METRICS, NEEDS_BINS, Tallies
+from monitor.core.numbers import finite_or_none
 
 #: SPEC section 4 size grid.
 DEFAULT_SIZES: tuple[int, ...] = (1_000, 2_000, 5_000, 10_000, 25_000, 50_000, 100_000)
@@ -125,18 +125,14 @@ class Axis2Cell:
             "curve": [
                 {
                     "size": p.size,
-                    "cv": _finite_or_none(p.cv),
-                    "mean": _finite_or_none(p.mean),
-                    "sd": _finite_or_none(p.sd),
+                    "cv": finite_or_none(p.cv),
+                    "mean": finite_or_none(p.mean),
+                    "sd": finite_or_none(p.sd),
                     "n_undefined": p.n_undefined,
                 }
                 for p in self.curve
             ],
         }
-
-
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
 
 
 # ----------------------------------------------------------------------------- streams
@@ -370,7 +366,7 @@ def axis2(
         support = np.concatenate([draws[i][1] for i in members])
         bounds = np.cumsum([0] + [len(draws[i][2]) for i in members])
         for name in names:
-            values = METRICS[name](stacked, support)  # (sum of S, R)
+            values = METRICS[name](stacked, support, min_group_support)  # (sum of S, R)
             for row, i in enumerate(members):
                 model_id, attribute = keys[i]
                 cells[(i, name)] = make_cell(
@@ -385,91 +381,6 @@ def axis2(
                 )
     order = sorted(cells, key=lambda k: (keys[k[0]][0], names.index(k[1]), k[0]))
     return [cells[k] for k in order]
-
-
-# ----------------------------------------------------------------------------- oracle
-def reference_axis2_draws(
-    group: np.ndarray,
-    label: np.ndarray,
-    decision: np.ndarray,
-    score: np.ndarray,
-    metrics: Sequence[str],
-    sizes: Sequence[int],
-    *,
-    G: int,
-    R: int,
-    min_group_support: int,
-    bins: int,
-    rng: np.random.Generator,
-) -> dict[str, np.ndarray]:
-    """Record-level subsampling: metric -> (S, R) draws. O(R x N) per size: oracle only."""
-    group = np.asarray(group)
-    out = {m: np.full((len(sizes), R), np.nan) for m in metrics}
-    for i, size in enumerate(sizes):
-        for r in range(R):
-            pick = rng.choice(len(group), size=int(size), replace=False)
-            g = group[pick]
-            present = np.bincount(g, minlength=G)
-            included = [k for k in range(G) if present[k] >= min_group_support]
-            for m in metrics:
-                out[m][i, r] = metric_from_records(
-                    m, g, label[pick], decision[pick], score[pick], included, bins
-                )
-    return out
-
-
-def reference_axis2(
-    model_id: str,
-    attribute: str,
-    groups: Sequence[str],
-    group: np.ndarray,
-    label: np.ndarray,
-    decision: np.ndarray,
-    score: np.ndarray,
-    rules: Sequence[MetricRule | str],
-    *,
-    sizes: Sequence[int] = DEFAULT_SIZES,
-    R: int = 30,
-    cv_cutoff: float = 0.05,
-    n_field: float = 50_000,
-    min_group_support: int = 20,
-    bins: int = 10,
-    rng: np.random.Generator,
-) -> list[Axis2Cell]:
-    """Axis 2 cells of one (model, attribute) by subsampling records (the test oracle).
-
-    Draws R index sets per size with ``rng.choice(n, size, replace=False)`` and
-    recomputes every metric with :func:`metric_from_records`; independent of
-    count tables and of the hypergeometric and moment-matched draws.
-    """
-    names = _rule_names(rules)
-    grid = audit_sizes(len(group), sizes).tolist()
-    values = reference_axis2_draws(
-        group,
-        label,
-        decision,
-        score,
-        names,
-        grid,
-        G=len(groups),
-        R=R,
-        min_group_support=min_group_support,
-        bins=bins,
-        rng=rng,
-    )
-    return [
-        make_cell(
-            model_id,
-            m,
-            attribute,
-            len(group),
-            grid,
-            values[m].reshape(len(grid), R),
-            cv_cutoff,
-            n_field,
-        )
-        for m in names
-    ]
 
 
 # ----------------------------------------------------------------------------- timing

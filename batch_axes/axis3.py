@@ -36,8 +36,9 @@ import pandas as pd
 from sklearn.model_selection import GroupKFold
 
 from monitor.config import AttributeConfig, MetricRule
-from monitor.counts import score_bins
-from monitor.metrics import METRICS, Tallies, passes
+from monitor.core.counts import score_bins
+from monitor.core.metrics import METRICS, Tallies, passes
+from monitor.core.numbers import float_or_none
 
 #: SPEC section 9 defaults.
 DEFAULT_FOLDS = 20
@@ -337,10 +338,6 @@ def _check_records(
 
 
 # ----------------------------------------------------------------------------- results
-def _float_or_none(x: float) -> float | None:
-    return None if math.isnan(x) else float(x)
-
-
 @dataclass(frozen=True)
 class Axis3Cell:
     """What Axis 3 says about one (model, metric, attribute) cell."""
@@ -376,7 +373,7 @@ class Axis3Cell:
             "n_folds": self.n_folds,
             "n_undefined_folds": self.n_undefined_folds,
             "fold_verdicts": list(self.fold_verdicts),
-            "fold_values": [_float_or_none(v) for v in self.fold_values],
+            "fold_values": [float_or_none(v) for v in self.fold_values],
             "groups_left_out": dict(self.groups_left_out),
         }
 
@@ -470,7 +467,7 @@ def fold_verdicts(
     """
     tallies = fold_tallies(counts, score_sum)
     support = tallies.group_size >= min_group_support
-    values = {r.name: METRICS[r.name](tallies, support) for r in rules}
+    values = {r.name: METRICS[r.name](tallies, support, min_group_support) for r in rules}
     verdicts = {r.name: passes(values[r.name], r.threshold, r.direction) for r in rules}
     return values, verdicts, support
 
@@ -606,13 +603,3 @@ def axis3(
         metrics=tuple(metric_rows),
         cells=tuple(cells),
     )
-
-
-# ----------------------------------------------------------------------------- timing
-def skewed_hospital_ids(n_records: int, n_hospitals: int, seed: int = 0) -> np.ndarray:
-    """String hospital ids with Zipf-like volumes (a few large sites, many small ones)."""
-    rng = np.random.default_rng(seed)
-    weight = 1.0 / np.arange(1, n_hospitals + 1) ** 1.1
-    idx = rng.choice(n_hospitals, size=n_records, p=weight / weight.sum())
-    names = np.array([f"H{i:05d}" for i in range(n_hospitals)], dtype=object)
-    return names[idx]

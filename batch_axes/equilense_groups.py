@@ -20,18 +20,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from monitor.counts import CountTable
-from monitor.metrics import (
+from monitor.core.counts import CountTable
+from monitor.core.metrics import (
     Tallies,
     false_positive_rate,
     selection_rate,
     tallies_from_table,
     true_positive_rate,
 )
+from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
 
 GROUP_METRICS = ("DPD", "EOD", "EO", "EDDI")
 #: Counts below this are not published (the usual small-cell rule for health data).
-SMALL_CELL = 11
 
 
 def _population(t: Tallies) -> Tallies:
@@ -97,7 +97,7 @@ class GroupMetricResult:
             "by_group": dict(self.by_group),
             # small-cell suppression: a count below 11 is reported as "<11"
             "group_n": {
-                g: (n if n >= SMALL_CELL else f"<{SMALL_CELL}") for g, n in self.group_n.items()
+                g: (n if n >= SMALL_CELL else SMALL_CELL_LABEL) for g, n in self.group_n.items()
             },
             "max_abs": self.max_abs,
             "mean_abs": self.mean_abs,
@@ -110,7 +110,8 @@ def equilense_group_metrics(
     """DPD, EOD, EO and EDDI per group of one (model, attribute) table."""
     t = tallies_from_table(table)
     sizes = table.group_counts()
-    keep = sizes >= min_group_size
+    # never below the small-cell rule, whatever min_group_size says
+    keep = sizes >= max(min_group_size, SMALL_CELL)
     out = []
     for name in GROUP_METRICS:
         values = _FUNCS[name](t)

@@ -48,9 +48,6 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
-import time
-from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -191,40 +188,6 @@ def matched_pairs(
     i, j = rows[ci], rows[cj]
     keep = _cosine_distance_of_pairs(np.ascontiguousarray(U.T), i, j) < t
     return _sorted_pairs(i[keep], j[keep], n)
-
-
-def matched_pairs_all_pairs(X: Any, threshold: float = DEFAULT_THRESHOLD) -> Pairs:
-    """The same pairs from the dense cosine-distance matrix: the test oracle.
-
-    Computes every entry ``d[i, j] = 1 - sum_k u_ik u_jk`` of the n x n matrix,
-    one block of rows at a time (blocks only bound memory), feature by feature
-    (the same arithmetic as the fast path's exact predicate), and keeps
-    ``i < j`` with ``d < threshold`` between two records with a defined
-    direction. Deliberately the plainest possible computation: O(n^2 x
-    features) work, no index, no symmetry shortcut.
-    """
-    t = _check_threshold(threshold)
-    U, valid = unit_rows(X)
-    n, f = U.shape
-    if f == 0 or n < 2:
-        return _empty_pairs()
-    Ut = np.ascontiguousarray(U.T)
-    block = max(1, _BLOCK_ELEMENTS // n)
-    found_i: list[np.ndarray] = []
-    found_j: list[np.ndarray] = []
-    for start in range(0, n, block):
-        stop = min(n, start + block)
-        # acc[a, j] = sum_k u[start + a, k] * u[j, k], summed in feature order.
-        acc = Ut[0, start:stop, None] * Ut[0, None, :]
-        for k in range(1, f):
-            acc += Ut[k, start:stop, None] * Ut[k, None, :]
-        d = 1.0 - acc
-        a, j = np.nonzero(d < t)
-        i = a + start
-        keep = (i < j) & valid[i] & valid[j]
-        found_i.append(i[keep])
-        found_j.append(j[keep])
-    return _sorted_pairs(np.concatenate(found_i), np.concatenate(found_j), n)
 
 
 def _cosine_distance_of_pairs(Ut: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -525,86 +488,6 @@ def mppd_pairwise(
     return _pairwise_result(name_list, cell_sums, cell_counts, min_pairs)
 
 
-# --------------------------------------------------------------------------- metrics (loops)
-
-
-def mppd_reference_loop(
-    p: Any,
-    groups: Any,
-    pairs: Pairs,
-    reference: str | None = None,
-    min_pairs: int = DEFAULT_MIN_PAIRS,
-) -> MPPDReference:
-    """Reference-based MPPD as a plain loop over records, word for word as in the SPEC.
-
-    Slow on purpose: it checks the vectorised :func:`mppd_reference`.
-    """
-    scores = [float(x) for x in _as_scores(p)]
-    labels = [str(x) for x in _as_groups(groups, len(scores))]
-    neighbours = _neighbour_lists(pairs, len(scores))
-    names = sorted(set(labels))
-    if not names:
-        return _empty_reference_result(reference, min_pairs)
-    sizes = {g: labels.count(g) for g in names}
-    if reference is None:
-        largest = max(sizes.values())
-        ref = next(g for g in names if sizes[g] == largest)  # names are sorted
-    else:
-        ref = str(reference)
-        if ref not in sizes:
-            raise ValueError(f"reference group {ref!r} has no record in this cohort")
-    sums = dict.fromkeys(names, 0.0)
-    counts = dict.fromkeys(names, 0)
-    for r in range(len(scores)):
-        if labels[r] != ref:
-            continue
-        for j in neighbours[r]:
-            sums[labels[j]] += abs(scores[r] - scores[j])
-            counts[labels[j]] += 1
-    return _reference_result(ref, names, sums, counts, min_pairs)
-
-
-def mppd_pairwise_loop(
-    p: Any, groups: Any, pairs: Pairs, min_pairs: int = DEFAULT_MIN_PAIRS
-) -> MPPDPairwise:
-    """Pairwise MPPD as a plain loop over every record and its matches (checks the fast one)."""
-    scores = [float(x) for x in _as_scores(p)]
-    labels = [str(x) for x in _as_groups(groups, len(scores))]
-    neighbours = _neighbour_lists(pairs, len(scores))
-    names = sorted(set(labels))
-    sums: dict[tuple[str, str], float] = defaultdict(float)
-    counts: dict[tuple[str, str], int] = defaultdict(int)
-    for a in range(len(scores)):
-        for b in neighbours[a]:
-            sums[(labels[a], labels[b])] += abs(scores[a] - scores[b])
-            counts[(labels[a], labels[b])] += 1
-    return _pairwise_result(names, sums, counts, min_pairs)
-
-
-def mppd_reference_all_pairs(
-    X: Any,
-    p: Any,
-    groups: Any,
-    threshold: float = DEFAULT_THRESHOLD,
-    reference: str | None = None,
-    min_pairs: int = DEFAULT_MIN_PAIRS,
-) -> MPPDReference:
-    """Oracle reference-based MPPD: all-pairs matching, then the record loop."""
-    return mppd_reference_loop(
-        p, groups, matched_pairs_all_pairs(X, threshold), reference, min_pairs
-    )
-
-
-def mppd_pairwise_all_pairs(
-    X: Any,
-    p: Any,
-    groups: Any,
-    threshold: float = DEFAULT_THRESHOLD,
-    min_pairs: int = DEFAULT_MIN_PAIRS,
-) -> MPPDPairwise:
-    """Oracle pairwise MPPD: all-pairs matching, then the record loop."""
-    return mppd_pairwise_loop(p, groups, matched_pairs_all_pairs(X, threshold), min_pairs)
-
 
 # --------------------------------------------------------------------------- shared finishing
 
@@ -735,105 +618,3 @@ def _check_threshold(threshold: float) -> float:
     if not (math.isfinite(t) and t > 0):
         raise ValueError(f"threshold must be a finite positive cosine distance, got {threshold!r}")
     return t
-
-
-# --------------------------------------------------------------------------- benchmark
-
-
-GROUP_NAMES = ("g1", "g2", "g3", "g4", "g5")
-GROUP_SHARES = (0.50, 0.20, 0.15, 0.10, 0.05)
-
-
-def synthetic_similarity_cohort(
-    n: int, seed: int = 0, features: int = 8
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A seeded clinical-like cohort for the matcher benchmark: ``(raw features, scores, groups)``.
-
-    Features look like a surgical cohort (age, BMI, comorbidity index, ASA
-    class, haemoglobin, creatinine, length of stay, medication count, then
-    extra lab-like columns), tied together by a latent frailty. 2 % of records
-    copy another record's features exactly and 2 % copy them with 0.1 %
-    multiplicative noise, so duplicates and near-duplicates across groups
-    exist. Scores come from a logistic model of the features with a group
-    offset, so MPPD differs between the five groups.
-    """
-    if n < 0 or features < 1:
-        raise ValueError("need n >= 0 and at least one feature")
-    rng = np.random.default_rng(seed)
-    group_codes = rng.choice(len(GROUP_NAMES), size=n, p=GROUP_SHARES)
-    frailty = rng.normal(size=n) + 0.2 * (group_codes == 3)
-
-    def noise() -> np.ndarray:
-        return rng.normal(size=n)
-
-    columns = [
-        50 + 45 * rng.beta(1.0, 1.5, size=n),  # age, years
-        np.clip(np.exp(np.log(28) + 0.5 * noise() + 0.03 * group_codes), 15, 60),  # BMI
-        np.clip(rng.poisson(np.exp(0.3 + 0.6 * frailty)), 0, 12),  # Charlson index
-        np.clip(np.round(2.2 + 0.8 * noise() + 0.4 * frailty), 1, 5),  # ASA class
-        np.clip(12.5 + 3.5 * noise() - 0.5 * frailty, 6, 18),  # haemoglobin, g/dL
-        np.clip(np.exp(0.9 * noise() + 0.15 * frailty), 0.3, 8),  # creatinine, mg/dL
-        np.clip(np.round(np.exp(1.0 + 1.1 * noise() + 0.2 * frailty)), 1, 60),  # stay, days
-        np.clip(rng.poisson(np.exp(1.6 + 0.5 * frailty + 0.5 * noise())), 0, 40),  # medications
-    ]
-    while len(columns) < features:
-        columns.append(np.exp(0.6 * noise() + 0.2 * frailty))  # further lab values
-    X = np.column_stack(columns[:features]).astype(np.float64)
-
-    n_dup = int(0.02 * n)
-    if n_dup:
-        X[rng.choice(n, n_dup, replace=False)] = X[rng.integers(0, n, n_dup)]
-        targets = rng.choice(n, n_dup, replace=False)
-        X[targets] = X[rng.integers(0, n, n_dup)] * (1 + 1e-3 * rng.normal(size=(n_dup, features)))
-
-    scaled = scale_features(X)
-    weights = np.linspace(1.5, -0.5, features)
-    group_offset = np.array([0.0, 0.15, -0.10, 0.30, 0.05])[group_codes]
-    logit = -1.5 + scaled @ weights + group_offset + 0.25 * rng.normal(size=n)
-    scores = 1.0 / (1.0 + np.exp(-logit))
-    return X, scores, np.array(GROUP_NAMES)[group_codes]
-
-
-def run_mppd_bench(
-    n: int = 20_000, n_large: int = 50_000, seed: int = 0, features: int = 8
-) -> dict[str, Any]:
-    """Time the fast matcher against the all-pairs oracle, then the fast one alone at scale.
-
-    Returns ``n``, ``fast_s`` (median of 3 runs), ``oracle_s`` (one run),
-    ``speedup``, ``same_pairs`` (identical pair arrays), ``pairs`` (matched
-    pairs at ``n``) and ``fast_s_50k`` (median of 3 runs at ``n_large``). The
-    threshold is the default 0.01, features are min-max scaled, and the fast
-    matcher runs with its defaults (k-d tree slabs on every available CPU);
-    the oracle is single-threaded NumPy. Wall-clock seconds: run it on an idle
-    machine.
-    """
-    X, _, _ = synthetic_similarity_cohort(n, seed, features)
-    Xs = scale_features(X)
-    fast_times = []
-    for _ in range(3):
-        started = time.perf_counter()
-        fast = matched_pairs(Xs, DEFAULT_THRESHOLD)
-        fast_times.append(time.perf_counter() - started)
-    started = time.perf_counter()
-    oracle = matched_pairs_all_pairs(Xs, DEFAULT_THRESHOLD)
-    oracle_s = time.perf_counter() - started
-    same = bool(np.array_equal(fast[0], oracle[0]) and np.array_equal(fast[1], oracle[1]))
-
-    X_large, _, _ = synthetic_similarity_cohort(n_large, seed, features)
-    Xs_large = scale_features(X_large)
-    large_times = []
-    for _ in range(3):
-        started = time.perf_counter()
-        matched_pairs(Xs_large, DEFAULT_THRESHOLD)
-        large_times.append(time.perf_counter() - started)
-
-    fast_s = statistics.median(fast_times)
-    return {
-        "n": n,
-        "fast_s": fast_s,
-        "oracle_s": oracle_s,
-        "speedup": oracle_s / fast_s if fast_s > 0 else math.inf,
-        "same_pairs": same,
-        "fast_s_50k": statistics.median(large_times),
-        "pairs": int(fast[0].size),
-    }

@@ -15,7 +15,8 @@ Example (TOML)::
     sasl_mechanism = "SCRAM-SHA-512"
     sasl_plain_username = "vfr-monitor"
     ssl_cafile = "/etc/vfr/ca.pem"
-    # the password comes from VFR_KAFKA_SASL_PASSWORD, not from the file
+    # the password comes from VFR_KAFKA_SASL_PASSWORD or a mounted secret file
+    # (sasl_plain_password_file / VFR_KAFKA_SASL_PASSWORD_FILE), never from this file
 
     [embedded]
     path = "scored.parquet"
@@ -41,12 +42,18 @@ variable                       field
 ``VFR_KAFKA_SASL_MECHANISM``   ``sasl_mechanism``
 ``VFR_KAFKA_SASL_USERNAME``    ``sasl_plain_username``
 ``VFR_KAFKA_SASL_PASSWORD``    ``sasl_plain_password`` (secret)
+``VFR_KAFKA_SASL_PASSWORD_FILE`` ``sasl_plain_password_file`` (file holding the secret)
+``VFR_KAFKA_SSL_PASSWORD_FILE`` ``ssl_password_file`` (file holding the key password)
 ``VFR_KAFKA_POLL_TIMEOUT_MS``  ``poll_timeout_ms``
 ``VFR_KAFKA_MAX_BATCH``        ``max_batch``
 ``VFR_KAFKA_SESSION_TIMEOUT_MS`` ``session_timeout_ms``
 =============================  =======================================================
 
-An empty variable counts as unset. Secrets are ``SecretStr``: repr, str, ``model_dump`` and
+An empty variable counts as unset. A secret and its ``*_file`` form are alternatives: setting
+one by environment variable drops the other from the file's settings, and giving both in one
+place is an error. A secret file is read when a client is made (so a rotated, re-mounted
+secret is picked up at the next start), its first line without the line break; it must exist
+and be non-empty at start-up. Secrets are ``SecretStr``: repr, str, ``model_dump`` and
 error messages show ``**********``; only :meth:`KafkaConfig.client_kwargs` reveals them, to
 hand them to the Kafka client.
 """
@@ -89,6 +96,8 @@ KAFKA_ENV_VARS: dict[str, str] = {
     "VFR_KAFKA_SASL_MECHANISM": "sasl_mechanism",
     "VFR_KAFKA_SASL_USERNAME": "sasl_plain_username",
     "VFR_KAFKA_SASL_PASSWORD": "sasl_plain_password",
+    "VFR_KAFKA_SASL_PASSWORD_FILE": "sasl_plain_password_file",
+    "VFR_KAFKA_SSL_PASSWORD_FILE": "ssl_password_file",
     "VFR_KAFKA_POLL_TIMEOUT_MS": "poll_timeout_ms",
     "VFR_KAFKA_MAX_BATCH": "max_batch",
     "VFR_KAFKA_SESSION_TIMEOUT_MS": "session_timeout_ms",
@@ -96,6 +105,15 @@ KAFKA_ENV_VARS: dict[str, str] = {
 
 #: Fields whose values never appear in messages (the input of a bad secret included).
 SECRET_FIELDS = frozenset({"sasl_plain_password", "ssl_password"})
+#: secret field -> the field naming a file that holds it
+SECRET_FILES = {"sasl_plain_password": "sasl_plain_password_file",
+                "ssl_password": "ssl_password_file"}  # fmt: skip
+
+
+def read_secret_file(path: Path) -> str:
+    """The first line of a secret file, without its line break (as mounted secrets are)."""
+    with path.open(encoding="utf-8") as f:
+        return f.readline().rstrip("\r\n")
 
 
 class _Strict(BaseModel):
@@ -122,20 +140,28 @@ class KafkaConfig(_Strict):
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
     ssl_password: SecretStr | None = None
+    ssl_password_file: Path | None = None
     #: Check the broker's host name against its certificate (turn off only for test CAs).
     ssl_check_hostname: bool = True
     sasl_mechanism: SaslMechanism | None = None
     sasl_plain_username: str | None = None
     sasl_plain_password: SecretStr | None = None
+    sasl_plain_password_file: Path | None = None
 
     #: How long one poll waits for records; also bounds how fast ``run`` notices a stop.
     poll_timeout_ms: int = Field(500, ge=1, le=60_000)
     #: Records per poll, i.e. per sink call (one DuckDB transaction per batch).
     max_batch: int = Field(5_000, ge=1, le=1_000_000)
+    #: Poll the next batch while the sink stores the current one (kafka-python's record
+    #: decoding beside DuckDB's work); offsets are still committed only after the sink
+    #: returns, and a failed or abandoned batch rewinds the prefetched one too.
+    prefetch: bool = True
     session_timeout_ms: int = Field(45_000, ge=1_000, le=3_600_000)
     #: Must exceed the longest sink call plus backoff, or the group evicts the consumer.
     max_poll_interval_ms: int = Field(300_000, ge=1_000)
     request_timeout_ms: int = Field(30_000, ge=1_000)
+    #: How long a client waits for its first broker connection (wrong credentials show here).
+    bootstrap_timeout_ms: int = Field(30_000, ge=1_000, le=600_000)
     #: Upper bound of one synchronous offset commit; a timed-out commit is retried with
     #: the next batch (the sink's record_id dedupe absorbs any redelivery meanwhile).
     commit_timeout_ms: int = Field(30_000, ge=100)
@@ -146,6 +172,14 @@ class KafkaConfig(_Strict):
     #: Consecutive failed attempts of one batch before ``run`` raises; absent = retry for
     #: ever (a store outage should not lose the stream; the failures are counted).
     sink_max_retries: int | None = Field(None, ge=0)
+    #: Consecutive failed attempts of one batch after which the source reports itself not
+    #: healthy (the service's /readyz: not ready); it keeps retrying with backoff.
+    unready_after_sink_failures: int = Field(3, ge=1)
+    #: At start-up, compare each topic's ``retention.ms`` with the service's horizon (the
+    #: window and the audit cohort, see ``MonitorConfig.horizon_days``): a shorter retention
+    #: means a replacement instance could not rebuild a model's state from the topic.
+    #: "refuse" stops start-up naming the setting, "warn" logs it, "off" skips the check.
+    retention_check: Literal["refuse", "warn", "off"] = "refuse"
 
     @field_validator("bootstrap_servers", "topics", mode="before")
     @classmethod
@@ -167,13 +201,34 @@ class KafkaConfig(_Strict):
         # monitor.config uses for whole-model checks.
         sasl = self.security_protocol.startswith("SASL_")
         ssl = self.security_protocol.endswith("SSL")
+        for secret, file_field in SECRET_FILES.items():
+            path = getattr(self, file_field)
+            if path is None:
+                continue
+            if getattr(self, secret) is not None:
+                raise ValueError(f"{file_field}: give {secret} or {file_field}, not both")
+            try:
+                ok = bool(read_secret_file(path))
+            except (OSError, UnicodeDecodeError):
+                raise ValueError(f"{file_field}: cannot read file {path}") from None
+            if not ok:
+                raise ValueError(f"{file_field}: file {path} is empty")
         if sasl:
-            for name in ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password"):
+            for name in ("sasl_mechanism", "sasl_plain_username"):
                 if getattr(self, name) is None:
                     raise ValueError(
                         f"{name}: required when security_protocol is {self.security_protocol}"
                     )
-        elif self.sasl_mechanism is not None or self.sasl_plain_username is not None:
+            if self.sasl_plain_password is None and self.sasl_plain_password_file is None:
+                raise ValueError(
+                    "sasl_plain_password: required when security_protocol is "
+                    f"{self.security_protocol} (or sasl_plain_password_file)"
+                )
+        elif (
+            self.sasl_mechanism is not None
+            or self.sasl_plain_username is not None
+            or self.sasl_plain_password_file is not None
+        ):
             raise ValueError(
                 f"sasl_mechanism: only used with SASL_PLAINTEXT or SASL_SSL, "
                 f"but security_protocol is {self.security_protocol}"
@@ -197,16 +252,38 @@ class KafkaConfig(_Strict):
             raise ValueError("max_poll_interval_ms: must exceed sink_retry_backoff_max_ms")
         return self
 
+    def _secret(self, name: str) -> str | None:
+        value = getattr(self, name)
+        if value is not None:
+            return value.get_secret_value()
+        path = getattr(self, SECRET_FILES[name])
+        return None if path is None else read_secret_file(path)
+
+    def security_warnings(self) -> list[str]:
+        """What a start-up log should warn about in these settings (no secrets in them)."""
+        out = []
+        if self.security_protocol == "SASL_PLAINTEXT" and self.sasl_mechanism == "PLAIN":
+            out.append(
+                "kafka: SASL_PLAINTEXT with PLAIN sends the password in clear text over the "
+                "network; use SASL_SSL, or SCRAM-SHA-512"
+            )
+        elif self.security_protocol == "SASL_PLAINTEXT":
+            out.append("kafka: SASL_PLAINTEXT does not encrypt the records; use SASL_SSL")
+        if self.security_protocol.endswith("SSL") and not self.ssl_check_hostname:
+            out.append("kafka: ssl_check_hostname is off: the broker's identity is not checked")
+        return out
+
     def client_kwargs(self) -> dict[str, Any]:
         """Connection and security keyword arguments for kafka-python clients.
 
-        The only place secrets are revealed; never log the result.
+        The only place secrets are revealed (read from their files here); never log the result.
         """
         kw: dict[str, Any] = {
             "bootstrap_servers": list(self.bootstrap_servers),
             "client_id": self.client_id,
             "security_protocol": self.security_protocol,
             "request_timeout_ms": self.request_timeout_ms,
+            "bootstrap_timeout_ms": self.bootstrap_timeout_ms,
         }
         if self.security_protocol.endswith("SSL"):
             kw["ssl_check_hostname"] = self.ssl_check_hostname
@@ -214,13 +291,13 @@ class KafkaConfig(_Strict):
                 path = getattr(self, name)
                 if path is not None:
                     kw[name] = str(path)
-            if self.ssl_password is not None:
-                kw["ssl_password"] = self.ssl_password.get_secret_value()
+            ssl_password = self._secret("ssl_password")
+            if ssl_password is not None:
+                kw["ssl_password"] = ssl_password
         if self.security_protocol.startswith("SASL_"):
-            assert self.sasl_plain_password is not None  # checked by _consistent
             kw["sasl_mechanism"] = self.sasl_mechanism
             kw["sasl_plain_username"] = self.sasl_plain_username
-            kw["sasl_plain_password"] = self.sasl_plain_password.get_secret_value()
+            kw["sasl_plain_password"] = self._secret("sasl_plain_password")
         return kw
 
     def describe(self) -> str:
@@ -312,6 +389,12 @@ def kafka_config_with_env(
     base: dict[str, Any] = (
         raw.model_dump(exclude_unset=True) if isinstance(raw, KafkaConfig) else dict(raw or {})
     )
+    for secret, file_field in SECRET_FILES.items():
+        # the environment's form of a secret replaces the file's other form
+        if secret in overrides:
+            base.pop(file_field, None)
+        if file_field in overrides:
+            base.pop(secret, None)
     base.update(overrides)
     try:
         return KafkaConfig(**base)

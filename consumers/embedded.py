@@ -40,14 +40,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from consumers.base import LagReport, Origin, Sink, SinkRetriesExhaustedError
 from consumers.config import EmbeddedConfig
-from consumers.kafka_source import (
-    LagReport,
-    Origin,
-    Sink,
-    SinkRetriesExhaustedError,
-    encode_record,
-)
+from consumers.encoding import encode_record
 
 log = logging.getLogger(__name__)
 

@@ -18,36 +18,39 @@ and its import-time DeprecationWarnings are silenced in one place. Without the
 ``crc32c`` C extension kafka-python checks record batches in pure Python,
 about five times slower: a warning says so once.
 
-Also here: :func:`produce_records` (tests, demo, benchmark),
-:func:`ensure_topic` and :func:`consume_raw` (the benchmark's baseline).
+Producing, topic creation and the raw-read baseline are in :mod:`consumers.kafka_tools`;
+the JSON encoding of records in :mod:`consumers.encoding`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import decimal
 import functools
-import json
 import logging
-import math
 import threading
 import time
 import types
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
-
+from consumers.base import LagReport, Origin, Sink, SinkRetriesExhaustedError
 from consumers.config import KafkaConfig
-from monitor.pipeline import Origin
+from consumers.kafka_eof_fix import deliver_bytes_before_eof
 
 log = logging.getLogger(__name__)
 
+
+def quiet_kafka_library_logs() -> None:
+    """Cap kafka-python's loggers at INFO: at DEBUG it logs the raw bytes of every request
+    and response, i.e. record payloads (patient data), whatever the service's log level."""
+    lib = logging.getLogger("kafka")
+    if lib.level < logging.INFO:  # NOTSET (0) too: a later DEBUG root must not reach it
+        lib.setLevel(logging.INFO)
+
 #: Unprocessed messages per (topic, partition).
-LagReport = dict[tuple[str, int], int]
 
 
 @functools.cache
@@ -60,6 +63,7 @@ def _kafka() -> types.ModuleType:
         import kafka
         import kafka.errors
         import kafka.structs
+    deliver_bytes_before_eof()
     try:
         import crc32c  # noqa: F401
     except ImportError:
@@ -68,18 +72,6 @@ def _kafka() -> types.ModuleType:
             "record batches in pure Python (about 5x slower consumption)"
         )
     return kafka
-
-
-class Sink(Protocol):
-    """What a source feeds: the pipeline's decode -> validate -> store -> window step."""
-
-    def ingest_batch(self, payloads: list[bytes | None], origins: list[Origin]) -> None:
-        """Decode, validate, store (one DuckDB transaction) and update windows. When it
-        returns, the batch is durable; if it raises, nothing of the batch was committed."""
-
-
-class SinkRetriesExhaustedError(RuntimeError):
-    """The sink failed ``sink_max_retries + 1`` times in a row on the same batch."""
 
 
 @dataclass
@@ -96,8 +88,8 @@ class KafkaSourceStats:
     commit_failures: int = 0
 
 
-def _rebalance_listener(kafka: types.ModuleType, committed: dict[Any, int]) -> Any:
-    """A listener forgetting lag bookkeeping of revoked partitions (it runs inside ``poll``).
+def _rebalance_listener(kafka: types.ModuleType, source: KafkaSource) -> Any:
+    """The source's rebalance callbacks (they run inside ``poll``, on the polling thread).
 
     Built here because kafka-python insists on a ConsumerRebalanceListener subclass and is
     imported lazily.
@@ -105,14 +97,10 @@ def _rebalance_listener(kafka: types.ModuleType, committed: dict[Any, int]) -> A
 
     class _Listener(kafka.ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked: Any) -> None:
-            for tp in revoked:
-                committed.pop(tp, None)
-            if revoked:
-                log.info("kafka source: partitions revoked: %s", sorted(revoked))
+            source._revoked(revoked)
 
         def on_partitions_assigned(self, assigned: Any) -> None:
-            if assigned:
-                log.info("kafka source: partitions assigned: %s", sorted(assigned))
+            source._assigned(assigned)
 
     return _Listener()
 
@@ -132,7 +120,68 @@ def consumer_kwargs(cfg: KafkaConfig) -> dict[str, Any]:
         # The usual ratio: three heartbeats per session timeout.
         "heartbeat_interval_ms": max(100, min(3_000, cfg.session_timeout_ms // 3)),
         "max_poll_interval_ms": cfg.max_poll_interval_ms,
+        # KIP-429: a rebalance moves only the partitions that change owner; the others go
+        # on being consumed (no stop-the-world revoke, no rebuild of what stays)
+        "partition_assignment_strategy": (_cooperative_sticky(),),
     }
+
+
+def _cooperative_sticky() -> type:
+    _kafka()
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+
+    return CooperativeStickyAssignor
+
+
+class _AuthFailureSpy(logging.Handler):
+    """Notes whether kafka-python logged a SASL authentication failure.
+
+    kafka-python logs a rejected login and keeps retrying until its bootstrap times out,
+    then raises a bare "Unable to bootstrap"; the logged exception object is the only
+    place the reason survives. Matched by type, never by message text.
+    """
+
+    def __init__(self, error_type: type[BaseException]):
+        super().__init__(logging.DEBUG)
+        self.error_type = error_type
+        self.seen = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if any(isinstance(a, self.error_type) for a in args) or (
+            record.exc_info and isinstance(record.exc_info[1], self.error_type)
+        ):
+            self.seen = True
+
+
+def open_consumer(cfg: KafkaConfig, *topics: str) -> Any:
+    """A KafkaConsumer for ``cfg``; rejected credentials raise ConfigError naming the setting.
+
+    Logs the settings' security warnings (SASL_PLAINTEXT with PLAIN, hostname checks off).
+    """
+    from monitor.config import ConfigError
+
+    kafka = _kafka()
+    for warning in cfg.security_warnings():
+        log.warning(warning)
+    spy = _AuthFailureSpy(kafka.errors.SaslAuthenticationFailedError)
+    kafka_log = logging.getLogger("kafka")
+    kafka_log.addHandler(spy)
+    try:
+        return kafka.KafkaConsumer(*topics, **consumer_kwargs(cfg))
+    except kafka.errors.KafkaError:
+        if not spy.seen:
+            raise
+        field = "sasl_plain_password_file" if cfg.sasl_plain_password_file else (
+            "sasl_plain_password")  # fmt: skip
+        raise ConfigError(
+            f"kafka.{field}",
+            f"the broker at {','.join(cfg.bootstrap_servers)} rejected the {cfg.sasl_mechanism} "
+            f"login of user {cfg.sasl_plain_username!r}: check kafka.sasl_plain_username and "
+            "the password (VFR_KAFKA_SASL_PASSWORD or VFR_KAFKA_SASL_PASSWORD_FILE)",
+        ) from None
+    finally:
+        kafka_log.removeHandler(spy)
 
 
 class KafkaSource:
@@ -149,8 +198,10 @@ class KafkaSource:
         sink: Sink,
         *,
         on_lag: Callable[[LagReport], None] | None = None,
+        horizon_days: float | None = None,
     ) -> None:
         kafka = _kafka()
+        quiet_kafka_library_logs()
         self._cfg = cfg
         self._sink = sink
         self._on_lag = on_lag
@@ -160,9 +211,22 @@ class KafkaSource:
         #: next offset to process per partition, as last committed by this source
         self._committed: dict[Any, int] = {}
         self._closed = False
+        #: whether the consumer held a broker connection at the last check (see health)
+        self._connected = True
+        self._next_check = 0.0
         self.stats = KafkaSourceStats()
-        self._consumer = kafka.KafkaConsumer(**consumer_kwargs(cfg))
-        listener = _rebalance_listener(kafka, self._committed)
+        #: rebuild on assignment (see _rebuild_assigned): only for a sink that keeps history
+        self._horizon_ms = (
+            None if horizon_days is None or not hasattr(sink, "source_offsets")
+            else round(horizon_days * 86_400_000)
+        )  # fmt: skip
+        #: partitions assigned since the last poll, not yet positioned for a rebuild
+        self._to_position: set[Any] = set()
+        #: partition -> the group's committed offset when it was assigned, while the history
+        #: before it is being replayed (nothing is committed for it until that is reached)
+        self._rebuilding: dict[Any, int] = {}
+        self._consumer = open_consumer(cfg)
+        listener = _rebalance_listener(kafka, self)
         self._consumer.subscribe(topics=list(cfg.topics), listener=listener)
         log.info("kafka source: %s", cfg.describe())
 
@@ -176,39 +240,158 @@ class KafkaSource:
         the current batch is always finished (stored and committed) or, during a retry
         backoff, left uncommitted for redelivery. Raises :class:`SinkRetriesExhaustedError` when
         ``sink_max_retries`` is set and exceeded.
+
+        With ``prefetch`` the next poll runs on a helper thread while the sink stores the
+        current batch (kafka-python decodes records in Python; the sink spends much of its
+        time in DuckDB and Arrow, outside the GIL). Every consumer call still happens under
+        one lock, one at a time; offsets are committed after the sink returns; a batch
+        polled ahead but not handed over (sink failure, stop, ``max_messages``) is rewound
+        (its partitions seek back to its first offsets), so nothing is skipped.
         """
         cfg = self._cfg
         handed = 0
         next_idle_report = time.monotonic()
-        while not stop.is_set() and not self._closed:
-            if max_messages is not None and handed >= max_messages:
-                break
-            limit = (
-                cfg.max_batch if max_messages is None else min(cfg.max_batch, max_messages - handed)
-            )
-            with self._lock:
-                polled = self._consumer.poll(timeout_ms=cfg.poll_timeout_ms, max_records=limit)
-            if not polled:
-                if time.monotonic() >= next_idle_report:
-                    self._report_lag()
-                    next_idle_report = time.monotonic() + 1.0
-                continue
-            payloads, origins, first, last = self._flatten(polled)
-            if self.stats.consecutive_failures:
-                self.stats.redelivered += len(payloads)
-            try:
-                self._sink.ingest_batch(payloads, origins)
-            except Exception as exc:
-                if not self._after_failure(exc, first, len(payloads), stop):
+        ahead: Future | None = None  # the next batch's poll, running beside the sink
+        pool = ThreadPoolExecutor(1, thread_name_prefix="kafka-prefetch") if cfg.prefetch else None
+        try:
+            while not stop.is_set() and not self._closed:
+                if max_messages is not None and handed >= max_messages:
                     break
+                if ahead is not None:
+                    polled, ahead = ahead.result(), None
+                else:
+                    polled = self._poll(self._limit(max_messages, handed))
+                self._check_connection(bool(polled))
+                if not polled:
+                    if time.monotonic() >= next_idle_report:
+                        self._report_lag()
+                        next_idle_report = time.monotonic() + 1.0
+                    continue
+                payloads, origins, first, last = self._flatten(polled)
+                if self.stats.consecutive_failures:
+                    self.stats.redelivered += len(payloads)
+                rest = self._limit(max_messages, handed + len(payloads))
+                if pool is not None and rest > 0:
+                    ahead = pool.submit(self._poll, rest)
+                try:
+                    self._sink.ingest_batch(payloads, origins)
+                except Exception as exc:
+                    if ahead is not None:
+                        first = {**self._firsts(ahead), **first}
+                        ahead = None
+                    if not self._after_failure(exc, first, len(payloads), stop):
+                        break
+                    continue
+                self.stats.consecutive_failures = 0
+                self.stats.messages += len(payloads)
+                self.stats.batches += 1
+                handed += len(payloads)
+                self._commit(last)
+                self._report_lag()
+            return handed
+        finally:
+            if ahead is not None:  # polled, never handed over: the next poll starts there
+                self._seek(self._firsts(ahead))
+            if pool is not None:
+                pool.shutdown(wait=True)
+
+    def _limit(self, max_messages: int | None, handed: int) -> int:
+        """Records the next poll may return."""
+        cap = self._cfg.max_batch
+        return cap if max_messages is None else min(cap, max_messages - handed)
+
+    def _poll(self, limit: int) -> Mapping[Any, list[Any]]:
+        """One poll (on the run thread, or ahead on the prefetch thread), with the rebuild
+        of partitions the group assigned in it."""
+        with self._lock:
+            if self._closed:
+                return {}
+            polled = self._consumer.poll(timeout_ms=self._cfg.poll_timeout_ms, max_records=limit)
+            if self._to_position:
+                polled = self._rebuild_assigned(polled)
+            return polled
+
+    def _firsts(self, ahead: Future) -> dict[Any, int]:
+        """First offset per partition of a poll made ahead (waits for it). A poll that
+        raised moved no position: nothing to rewind (the next poll meets the error)."""
+        try:
+            polled = ahead.result()
+        except Exception:
+            return {}
+        return {tp: records[0].offset for tp, records in polled.items() if records}
+
+    def _seek(self, offsets: Mapping[Any, int]) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            for tp, offset in offsets.items():
+                # A partition revoked meanwhile raises; its new owner starts from the
+                # committed offset anyway.
+                with contextlib.suppress(ValueError, self._kafka_error):
+                    self._consumer.seek(tp, offset)
+
+    # ------------------------------------------------------------------ rebalances
+
+    def _assigned(self, assigned: Any) -> None:
+        if assigned:
+            log.info("kafka source: partitions assigned: %s", sorted(assigned))
+        if self._horizon_ms is not None:
+            self._to_position.update(assigned)
+
+    def _revoked(self, revoked: Any) -> None:
+        for tp in revoked:
+            self._committed.pop(tp, None)
+            self._to_position.discard(tp)
+            if self._rebuilding.pop(tp, None) is not None:
+                log.info("kafka source: rebuild of %s abandoned: partition revoked", tp)
+        if revoked:
+            log.info("kafka source: partitions revoked: %s", sorted(revoked))
+
+    def _rebuild_assigned(self, polled: dict[Any, list[Any]]) -> dict[Any, list[Any]]:
+        """Replay what the sink lacks of each newly assigned partition, before going on.
+
+        A partition handed over by the group (its previous owner died, or left) resumes at
+        the group's committed offset, but this member's store never saw the history before
+        it: its windows and audit cohorts would be computed from a fraction of the data.
+        So the partition is sought back to the later of (a) the first offset within the
+        horizon (``offsets_for_times(now - horizon)``) and (b) the offset after the last
+        message the sink already holds (:meth:`HistorySink.source_offsets`, kept in the
+        batches' own transactions). Records fetched from the committed offset in this poll
+        are dropped: they are fetched again, in order, after the replay. Replayed records the
+        sink already holds are deduplicated there. Until the replay reaches the committed
+        offset the source reports itself not ready and commits nothing for that partition,
+        so the group's offset never moves back. A member that restarts on its own
+        partitions holds them up to the committed offset already: nothing is replayed.
+        """
+        consumer = self._consumer
+        assigned = consumer.assignment()
+        tps = [tp for tp in self._to_position if tp in assigned]
+        self._to_position.clear()
+        if not tps:
+            return polled
+        held = self._sink.source_offsets()  # type: ignore[attr-defined]
+        assert self._horizon_ms is not None
+        since = int(time.time() * 1000) - self._horizon_ms
+        timeout = self._cfg.request_timeout_ms
+        by_time = consumer.offsets_for_times({tp: since for tp in tps}, timeout_ms=timeout)
+        for tp in tps:
+            committed = consumer.committed(tp, timeout_ms=timeout)
+            if committed is None:  # a new group: consumption starts at the reset position
                 continue
-            self.stats.consecutive_failures = 0
-            self.stats.messages += len(payloads)
-            self.stats.batches += 1
-            handed += len(payloads)
-            self._commit(last)
-            self._report_lag()
-        return handed
+            found = by_time.get(tp)
+            start = committed if found is None else min(found.offset, committed)
+            start = max(start, held.get((tp.topic, tp.partition), 0))
+            if start >= committed:
+                continue
+            consumer.seek(tp, start)
+            polled.pop(tp, None)
+            self._rebuilding[tp] = committed
+            log.info(
+                "kafka source: rebuilding %s:%d from offset %d (committed %d): %d messages "
+                "of history this store lacks", tp.topic, tp.partition, start, committed,
+                committed - start,
+            )  # fmt: skip
+        return polled
 
     def _flatten(
         self, polled: Mapping[Any, list[Any]]
@@ -241,12 +424,7 @@ class KafkaSource:
         self.stats.sink_failures += 1
         self.stats.consecutive_failures += 1
         attempt = self.stats.consecutive_failures
-        with self._lock:
-            for tp, offset in first.items():
-                # A partition revoked meanwhile raises; its new owner starts from the
-                # committed offset anyway.
-                with contextlib.suppress(ValueError, self._kafka_error):
-                    self._consumer.seek(tp, offset)
+        self._seek(first)
         if cfg.sink_max_retries is not None and attempt > cfg.sink_max_retries:
             raise SinkRetriesExhaustedError(
                 f"sink failed {attempt} times in a row on a batch of {n} messages; "
@@ -267,22 +445,41 @@ class KafkaSource:
 
     def _commit(self, last: Mapping[Any, tuple[int, int]]) -> None:
         """Synchronously commit ``last + 1`` for each partition of an accepted batch."""
-        # kafka-python 3: OffsetAndMetadata(offset, metadata, leader_epoch); the epoch of the
-        # last record lets the broker fence a commit based on a stale leader (KIP-320).
-        offsets = {
-            tp: self._offset_and_metadata(offset + 1, "", epoch)
-            for tp, (offset, epoch) in last.items()
-        }
-        try:
-            with self._lock:
+        # Under the lock as a whole: with prefetch, the poll running beside the sink may have
+        # revoked partitions or started rebuilds (the listener's bookkeeping). A partition
+        # revoked meanwhile is left out: its commit would fail, and fail the others' with it;
+        # its new owner resumes at the group's offset and the sinks deduplicate.
+        with self._lock:
+            assigned = self._consumer.assignment()
+            last = {tp: v for tp, v in last.items() if tp in assigned}
+            for tp, (offset, _) in list(last.items()):
+                target = self._rebuilding.get(tp)
+                if target is None:
+                    continue
+                if offset + 1 < target:  # still replaying: the group's offset must not go back
+                    last = {k: v for k, v in last.items() if k != tp}
+                else:
+                    del self._rebuilding[tp]
+                    log.info("kafka source: rebuilt %s:%d up to offset %d", tp.topic,
+                             tp.partition, target)  # fmt: skip
+            if not last:
+                return
+            # kafka-python 3: OffsetAndMetadata(offset, metadata, leader_epoch); the epoch of
+            # the last record lets the broker fence a commit based on a stale leader (KIP-320).
+            offsets = {
+                tp: self._offset_and_metadata(offset + 1, "", epoch)
+                for tp, (offset, epoch) in last.items()
+            }
+            try:
                 self._consumer.commit(offsets, timeout_ms=self._cfg.commit_timeout_ms)
-        except self._kafka_error as exc:
-            # E.g. a rebalance took the partition away while the sink ran. The batch is
-            # stored; whoever consumes the partition next redelivers it and the sink
-            # deduplicates. A timed-out commit is superseded by the next batch's commit.
-            self.stats.commit_failures += 1
-            log.warning("kafka source: offset commit failed (%s): %s", type(exc).__name__, exc)
-            return
+            except self._kafka_error as exc:
+                # E.g. a rebalance took the partition away while the sink ran. The batch is
+                # stored; whoever consumes the partition next redelivers it and the sink
+                # deduplicates. A timed-out commit is superseded by the next batch's commit.
+                self.stats.commit_failures += 1
+                log.warning("kafka source: offset commit failed (%s): %s", type(exc).__name__,
+                            exc)  # fmt: skip
+                return
         self.stats.commits += 1
         for tp, (offset, _) in last.items():
             self._committed[tp] = offset + 1
@@ -297,6 +494,41 @@ class KafkaSource:
             log.exception("kafka source: lag report failed")
 
     # ------------------------------------------------------------------ introspection
+
+    def _check_connection(self, polled: bool) -> None:
+        """Note whether the consumer holds any broker connection (at most once a second).
+
+        kafka-python's poll returns nothing, without raising, while the broker is away; its
+        public ``connection-count`` metric is what tells an outage from a quiet topic.
+        """
+        if polled:
+            self._connected = True
+            return
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + 1.0
+        with self._lock:
+            metrics = self._consumer.metrics().get("consumer-metrics", {})
+        count = metrics.get("connection-count")
+        if count is not None:
+            self._connected = count > 0
+
+    def health(self) -> tuple[bool, str]:
+        """(healthy, reason): whether the source can consume, for the service's /readyz.
+
+        Not healthy while no broker connection is held, or once the sink has failed
+        ``unready_after_sink_failures`` times in a row on one batch (it is still retried,
+        with backoff, and nothing of it is committed).
+        """
+        failures = self.stats.consecutive_failures
+        if failures >= self._cfg.unready_after_sink_failures:
+            return False, f"sink failing ({failures} attempts in a row)"
+        if self._rebuilding:
+            return False, f"rebuilding {len(self._rebuilding)} partition(s) from the topic"
+        if not self._connected:
+            return False, "broker unreachable"
+        return True, "ok"
 
     def lag(self, *, exact: bool = False) -> LagReport:
         """Unprocessed messages per assigned partition: high-water mark - next offset.
@@ -352,186 +584,7 @@ class KafkaSource:
 # ---------------------------------------------------------------------- JSON encoding
 
 
-def _rfc3339(value: dt.datetime) -> str:
-    """RFC 3339 with a zone: naive datetimes are taken as UTC (pandas' usual meaning)."""
-    if value.tzinfo is None:
-        return value.isoformat() + "Z"
-    return value.isoformat()
-
-
-def _missing(value: Any) -> bool:
-    """NaN, NaT and pd.NA-like values: a key with such a value is omitted."""
-    if isinstance(value, float | np.floating):
-        return math.isnan(value)
-    if isinstance(value, np.datetime64 | np.timedelta64):
-        return bool(np.isnat(value))
-    # pandas NaT / NA without importing pandas: both are singletons unequal to themselves.
-    return type(value).__name__ in ("NaTType", "NAType")
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return _rfc3339(value)
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, np.datetime64):
-        return str(np.datetime_as_string(value, unit="us")) + "Z"
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def _finite(value: Any) -> Any:
-    """Nested non-finite floats -> null, so the output is standard JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
-_PLAIN = frozenset({str, int, bool, type(None)})
-_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_json_default)
-
-
-def encode_record(record: Mapping[str, Any]) -> bytes:
-    """A record as compact UTF-8 JSON, the wire format of the scored-discharge topic.
-
-    Top-level missing values (None stays null; NaN/NaT are omitted, as an empty CSV cell
-    would be), datetimes become RFC 3339 strings (naive = UTC, written with "Z"), numpy
-    scalars become plain numbers, nested NaN/inf become null.
-    """
-    clean = {}
-    for key, value in record.items():
-        if type(value) in _PLAIN:  # the common case, checked cheaply (producer hot path)
-            clean[key] = value
-            continue
-        if _missing(value):
-            continue
-        if isinstance(value, Mapping | list | tuple):
-            value = _finite(value)
-        clean[key] = value
-    return _ENCODER.encode(clean).encode()
-
-
 # ---------------------------------------------------------------------- helpers for tests,
 # the demo and the ingest benchmark
 
 
-def produce_records(
-    bootstrap: str,
-    topic: str,
-    records: Iterable[Mapping[str, Any] | bytes | None],
-    *,
-    partitions_key: str = "model_id",
-    linger_ms: int = 20,
-    batch_size: int = 512 * 1024,
-    compression_type: str | None = None,
-    acks: str | int = "all",
-    timeout_s: float = 120.0,
-) -> int:
-    """Publish records as JSON (bytes and None go out as they are); returns the count.
-
-    The key is ``record[partitions_key]`` (the model id by default) so one model's records
-    stay in order within one partition; raw bytes go out without a key, None as a tombstone
-    (null value) with an empty key. Big batches and a short linger make this the fast
-    path for loading a topic; ``compression_type`` is "gzip" or None (lz4/zstd/snappy need
-    extra packages). Raises RuntimeError if any record was not acknowledged.
-    """
-    kafka = _kafka()
-    kwargs: dict[str, Any] = {
-        "bootstrap_servers": bootstrap,
-        "linger_ms": linger_ms,
-        "batch_size": batch_size,
-        "compression_type": compression_type,
-        "acks": acks,
-        "max_request_size": max(1_048_576, 2 * batch_size),
-    }
-    if acks not in ("all", -1):
-        kwargs["enable_idempotence"] = False  # idempotence requires acks=all
-    producer = kafka.KafkaProducer(**kwargs)
-    errors: list[BaseException] = []
-    n = 0
-    try:
-        for rec in records:
-            if rec is None:
-                # kafka-python refuses a record with neither key nor value: a tombstone
-                # (null value) goes out with an empty key.
-                value, key = None, b""
-            elif isinstance(rec, bytes | bytearray | memoryview):
-                value, key = bytes(rec), None
-            else:
-                value = encode_record(rec)
-                k = rec.get(partitions_key)
-                key = None if k is None else str(k).encode()
-            producer.send(topic, value=value, key=key).add_errback(errors.append)
-            n += 1
-        producer.flush(timeout=timeout_s)
-    finally:
-        producer.close(timeout=10)
-    if errors:
-        raise RuntimeError(f"{len(errors)} of {n} records not delivered to {topic}: {errors[0]!r}")
-    return n
-
-
-def ensure_topic(
-    bootstrap: str, topic: str, partitions: int = 3, *, replication_factor: int = 1
-) -> bool:
-    """Create ``topic`` unless it exists and wait until every partition has a leader.
-
-    Returns True if it was created. An existing topic is left as it is (its partition
-    count is not changed).
-    """
-    kafka = _kafka()
-    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, client_id="vfr-monitor-admin")
-    try:
-        created = True
-        try:
-            admin.create_topics(
-                {topic: {"num_partitions": partitions, "replication_factor": replication_factor}}
-            )
-        except kafka.errors.TopicAlreadyExistsError:
-            created = False
-        admin.wait_for_topics([topic], timeout_ms=30_000)
-        return created
-    finally:
-        admin.close()
-
-
-def consume_raw(
-    bootstrap: str, topic: str, group_id: str, n_messages: int, max_batch: int
-) -> float:
-    """Seconds to consume ``n_messages`` with the source's consumer settings, doing nothing else.
-
-    The baseline of the ingest benchmark: same group consumer, same poll size, offsets
-    committed once at the end; the clock starts at the first poll (so it includes joining
-    the group and the first fetch) and stops after the commit.
-    """
-    kafka = _kafka()
-    cfg = KafkaConfig(bootstrap_servers=(bootstrap,), topics=(topic,), group_id=group_id,
-                      max_batch=max_batch)  # fmt: skip
-    consumer = kafka.KafkaConsumer(topic, **consumer_kwargs(cfg))
-    try:
-        got = 0
-        start = time.perf_counter()
-        deadline = time.monotonic() + 600
-        while got < n_messages:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"consumed {got} of {n_messages} messages in 600 s")
-            polled = consumer.poll(timeout_ms=cfg.poll_timeout_ms,
-                                   max_records=min(max_batch, n_messages - got))  # fmt: skip
-            got += sum(len(records) for records in polled.values())
-        consumer.commit()
-        return time.perf_counter() - start
-    finally:
-        consumer.close(autocommit=False)

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from monitor import __version__
-from monitor.config import ConfigError, load_config
+from monitor.config import ConfigError, StartupError, load_config
 
-#: Kept in sync with monitor.scorer.SCENARIOS by a test (importing it here would load
+#: Kept in sync with monitor.data.scorer.SCENARIOS by a test (importing it here would load
 #: xgboost and scipy for every command).
 SCENARIO_NAMES = ("demographic_shift", "hospital_case_mix", "label_rate", "group_score_shift")
 DEFAULT_SCENARIO = "group_score_shift"
@@ -20,7 +20,7 @@ DEFAULT_SCENARIO = "group_score_shift"
 def _cmd_bench(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     if args.what == "axis1":
-        from monitor.bench_axis1 import run_axis1_bench, run_axis1_sweep
+        from monitor.bench.axis1 import run_axis1_bench, run_axis1_sweep
 
         if args.sweep:
             out = run_axis1_sweep(models=args.models, K=cfg.axis1.K, N=cfg.axis1.N, config=cfg)
@@ -35,17 +35,41 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 config=cfg,
             )
     elif args.what == "ingest":
-        from monitor.bench_ingest import run_ingest_bench
+        from monitor.bench.ingest import run_ingest_bench
 
         out = run_ingest_bench(
-            events=args.events, bootstrap=args.bootstrap, max_batch=args.max_batch
-        )
+            events=args.events, bootstrap=args.bootstrap, max_batch=args.max_batch,
+            config=None if args.config is None else cfg, evaluations=not args.no_evaluations,
+        )  # fmt: skip
     elif args.what == "axes":
-        from monitor.bench_axes import run_axes_bench
+        from monitor.bench.axes import run_axes_bench
 
-        out = run_axes_bench(records=args.records, repeats=args.repeats, config=cfg)
+        out = run_axes_bench(records=args.records or 1_000_000, repeats=args.repeats, config=cfg)
+    elif args.what == "alerts":
+        import tempfile
+        from pathlib import Path
+
+        from monitor.bench.alerts import ALERTMANAGER, RULE_FILES, run_alerts_bench
+
+        try:
+            with tempfile.TemporaryDirectory(prefix="vfr-bench-alerts-") as tmp:
+                db = args.db or _headless_demo(cfg, args.records or 100_000, tmp)
+                out = run_alerts_bench(
+                    db, interval_s=args.interval, gap_s=args.gap,
+                    rule_files=[Path(f) for f in args.rules] if args.rules else RULE_FILES,
+                    alertmanager=Path(args.alertmanager) if args.alertmanager else ALERTMANAGER,
+                )  # fmt: skip
+        except ValueError as exc:
+            print(f"vfr-monitor bench alerts: {exc}", file=sys.stderr)
+            return 2
+        if not args.json:
+            out = {k: out[k] for k in ("models", "planted", "interval_s", "evaluations")}
+    elif args.what == "soak":
+        from monitor.bench.soak import run_soak
+
+        out = run_soak(minutes=args.minutes, rate=args.rate, bootstrap=args.bootstrap)
     else:
-        from batch_axes.mppd import run_mppd_bench
+        from monitor.bench.mppd import run_mppd_bench
 
         out = run_mppd_bench(n=args.n, n_large=args.n_large)
     if args.json:
@@ -56,9 +80,21 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _headless_demo(cfg: Any, records: int, out_dir: str) -> str:
+    """The demo year, as fast as it goes and without a view; returns its DuckDB file."""
+    import io
+
+    from monitor.demo import DemoOptions, run_demo
+
+    opts = DemoOptions(records=records, rate=None, out_dir=out_dir, live=False)
+    if run_demo(cfg, opts, out=io.StringIO()) != 0:
+        raise RuntimeError("the demo run failed")
+    return f"{out_dir}/synthetic.duckdb"
+
+
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from monitor.audit import Progress, format_summary, run_audit, write_report
-    from monitor.audit_input import AuditInputError
+    from monitor.audit.input_mapping import AuditInputError
+    from monitor.audit.run import Progress, format_summary, run_audit, write_report
 
     config = load_config(args.config)
     try:
@@ -72,13 +108,58 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_intervene(args: argparse.Namespace) -> int:
+    from monitor.audit.input_mapping import AuditInputError
+    from monitor.audit.intervene import format_tables, run_interventions, write_report
+
+    config = load_config(args.config)
+    try:
+        report = run_interventions(
+            args.input, config, model=args.model, seed=args.seed,
+            progress=None if args.quiet else sys.stderr,
+        )  # fmt: skip
+    except AuditInputError as exc:
+        print(f"vfr-monitor intervene: {exc}", file=sys.stderr)
+        return 2
+    paths = write_report(report, args.out)
+    print(format_tables(report))
+    print("\nwritten: " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from monitor.report.data import ReportInputError
+    from monitor.report.render import write_report
+
+    try:
+        since = datetime.fromisoformat(args.since) if args.since else None
+    except ValueError:
+        raise ConfigError("--since", f"{args.since!r} is not a date (YYYY-MM-DD)") from None
+    config = load_config(args.config) if args.config else None
+    try:
+        path, note = write_report(
+            db=args.db, audit_dir=args.audit_dir, out=args.out, models=args.model, since=since,
+            compare=tuple(args.compare) if args.compare else None, config=config,
+            interventions=args.interventions,
+        )  # fmt: skip
+    except ReportInputError as exc:
+        print(f"vfr-monitor report: {exc}", file=sys.stderr)
+        return 2
+    if note:
+        print(f"vfr-monitor report: {note}")
+    print(f"vfr-monitor report: written {path}")
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import logging
     import signal
     import threading
 
     from consumers.config import embedded_config, kafka_config_with_env
-    from monitor.service import MonitorService, run_until_stopped
+    from monitor.service.app import MonitorService, run_until_stopped
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -103,8 +184,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         if kafka_cfg is not None:
             from consumers.kafka_source import KafkaSource
+            from consumers.retention import check_topic_retention
 
-            source = KafkaSource(kafka_cfg, service.pipeline)
+            source = KafkaSource(kafka_cfg, service.pipeline, horizon_days=config.horizon_days)
+            try:  # after the consumer's login (a wrong password is named first)
+                check_topic_retention(kafka_cfg, config.horizon_days)
+            except Exception:
+                source.close()
+                raise
+            service.source_health = source.health
         else:
             from consumers.embedded import EmbeddedSource
 
@@ -141,19 +229,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         follow=args.follow,
         live=None if args.view == "auto" else args.view == "live",
     )
-    try:
-        return run_demo(load_config(args.config), opts)
-    except ValueError as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        print(f"vfr-monitor demo: {exc}", file=sys.stderr)
-        return 2
+    return run_demo(load_config(args.config), opts)
 
 
 def _write_frame(frame: Any, out: str) -> None:
     """Write .parquet, .csv or .jsonl (features dicts as JSON text in CSV)."""
-    import pandas as pd
-
     path = out.lower()
     if path.endswith(".parquet"):
         frame.to_parquet(out, index=False)
@@ -166,18 +246,17 @@ def _write_frame(frame: Any, out: str) -> None:
     elif path.endswith(".jsonl"):
         import orjson
 
-        from monitor.scorer import iter_records
+        from monitor.data.scorer import iter_records
 
         with open(out, "wb") as f:
             for rec in iter_records(frame):
                 f.write(orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     else:
         raise ConfigError("--out", "file name must end in .parquet, .csv or .jsonl")
-    del pd
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
-    from monitor.cohort import SCENARIOS, synth_cohort
+    from monitor.data.cohort import SCENARIOS, synth_cohort
 
     scenario = None if args.scenario == "none" else args.scenario
     if scenario is not None and scenario not in SCENARIOS:
@@ -193,7 +272,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
 
 
 def _cmd_produce(args: argparse.Namespace) -> int:
-    from monitor.scorer import iter_records, synthetic_stream
+    from monitor.data.scorer import iter_records, synthetic_stream
 
     scenario = None if args.scenario == "none" else args.scenario
     try:
@@ -211,7 +290,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
             f"(replay: vfr-monitor run --input {args.out})"
         )
         return 0
-    from consumers.kafka_source import ensure_topic, produce_records
+    from consumers.kafka_tools import ensure_topic, produce_records
 
     ensure_topic(args.bootstrap, args.topic)
     n = produce_records(args.bootstrap, args.topic, _paced(iter_records(stream.frame), args.rate))
@@ -240,14 +319,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="benchmarks: fast path and baseline timed in the same run")
-    b.add_argument("what", choices=["axis1", "axes", "mppd", "ingest"])
+    b.add_argument("what", choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak"])
+    b.add_argument("--minutes", type=float, default=10.0, help="soak: duration")
+    b.add_argument("--rate", type=float, default=5_000.0, help="soak: events per second")
     b.add_argument("--config", default=None, help="TOML config (defaults: SPEC section 9)")
     b.add_argument("--models", type=int, default=12)
     b.add_argument("--window", type=int, default=10_000)
     b.add_argument("--repeats", type=int, default=5)
     b.add_argument("--oracle-models", type=int, default=1, help="models the oracle runs on")
     b.add_argument("--sweep", action="store_true", help="fast_s for windows 1e3..1e6")
-    b.add_argument("--records", type=int, default=1_000_000, help="axes: cohort size")
+    b.add_argument(
+        "--records", type=int, default=None,
+        help="axes: cohort size (1,000,000); alerts: demo discharges (100,000)",
+    )  # fmt: skip
     b.add_argument("--n", type=int, default=20_000, help="mppd: records for fast vs oracle")
     b.add_argument("--n-large", type=int, default=50_000, help="mppd: records, fast only")
     b.add_argument("--events", type=int, default=1_000_000, help="ingest: events")
@@ -255,7 +339,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-batch", type=int, default=5_000,
         help="ingest: records per poll, for the raw consumer and the pipeline alike",
     )  # fmt: skip
-    b.add_argument("--bootstrap", default=None, help="ingest: broker (default: start one)")
+    b.add_argument("--bootstrap", default=None, help="ingest, soak: broker (default: start one)")
+    b.add_argument(
+        "--no-evaluations", action="store_true",
+        help="ingest: hop evaluations off, to time the ingest path alone",
+    )  # fmt: skip
+    b.add_argument("--db", default=None, help="alerts: a demo DuckDB file (default: run it)")
+    b.add_argument(
+        "--interval", type=int, default=900, help="alerts: s between samples and rule runs"
+    )
+    b.add_argument(
+        "--gap", type=int, default=None,
+        help="alerts: s of replay per evaluation (default: event time, cut to the rules' memory)",
+    )  # fmt: skip
+    b.add_argument("--rules", nargs="+", default=None, help="alerts: rule files")
+    b.add_argument("--alertmanager", default=None, help="alerts: Alertmanager config")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_cmd_bench)
 
@@ -265,6 +363,30 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--out", required=True, help="output directory")
     a.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     a.set_defaults(func=_cmd_audit)
+
+    iv = sub.add_parser("intervene", help="the four-baseline intervention comparison (B1-B4)")
+    iv.add_argument("--input", required=True, help="cohort with features (.csv/.parquet) or "
+                    "'diabetes130'")  # fmt: skip
+    iv.add_argument("--out", required=True, help="output directory")
+    iv.add_argument("--config", default=None, help="TOML config ([input], [interventions])")
+    iv.add_argument("--model", choices=["xgb", "logreg"], default="xgb")
+    iv.add_argument("--seed", type=int, default=0, help="split and model seed")
+    iv.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    iv.set_defaults(func=_cmd_intervene)
+
+    rp = sub.add_parser("report", help="the governance report: one self-contained HTML page")
+    src = rp.add_mutually_exclusive_group(required=True)
+    src.add_argument("--db", default=None, help="the service's DuckDB file (opened read-only)")
+    src.add_argument("--audit-dir", default=None, help="an offline audit's output directory")
+    rp.add_argument("--out", default=None, help="file or directory (default: here; versioned)")
+    rp.add_argument("--model", action="append", default=None, help="only this model (repeat)")
+    rp.add_argument("--since", default=None, help="only evaluations from this date (YYYY-MM-DD)")
+    rp.add_argument("--compare", nargs=2, metavar=("MODEL_A", "MODEL_B"), default=None)
+    rp.add_argument("--config", default=None, help="the TOML config the service ran with")
+    rp.add_argument(
+        "--interventions", default=None, help="add the four baselines of `intervene --out DIR`"
+    )
+    rp.set_defaults(func=_cmd_report)
 
     r = sub.add_parser("run", help="the monitor service (Kafka, or an embedded replay)")
     r.add_argument("--config", default=None)
@@ -326,6 +448,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Packages whose exception messages we write ourselves: they name fields, columns and
+#: row positions, never record values.
+OWN_PACKAGES = frozenset({"monitor", "consumers", "batch_axes"})
+
+
+def error_line(exc: BaseException) -> str:
+    """What the CLI prints for an error: its type, and its message only when the message
+    is ours. Never the chained cause: a DuckDB, Arrow or pandas message may quote the
+    values of a record (patient data), and a traceback would print it too.
+
+    >>> error_line(ValueError("bad value 'MRN 123'"))
+    'ValueError (details withheld: they may quote record values)'
+    """
+    name = type(exc).__name__
+    if type(exc).__module__.split(".")[0] in OWN_PACKAGES:
+        return f"{name}: {exc}"
+    return f"{name} (details withheld: they may quote record values)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -333,6 +474,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"vfr-monitor: {exc}", file=sys.stderr)
         return 2
+    except StartupError as exc:
+        print(f"vfr-monitor: cannot start: {exc}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        print(f"vfr-monitor: error: {error_line(exc)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

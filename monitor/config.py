@@ -21,6 +21,8 @@ Example (TOML)::
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import tomllib
 from collections.abc import Mapping
@@ -77,6 +79,15 @@ _CODE_EDGE = r"[^\s\"\\\x00-\x1f\x7f]"
 _CODE_INNER = r"[^\"\\\x00-\x1f\x7f]"
 GROUP_CODE = re.compile(f"{_CODE_EDGE}(?:{_CODE_INNER}{{0,62}}{_CODE_EDGE})?")
 
+#: What an exported identifier (a model id) may look like: the exporter's label rule
+#: (monitor.service.exporter uses this pattern), checked at validation so a model the
+#: exporter cannot export never gets in. No spaces, no free text, at most 64 characters.
+EXPORTABLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+/-]{0,63}")
+
+#: Fewer records than this and a figure is withheld (monitor.core.privacy.SMALL_CELL;
+#: repeated here because the config is the bottom layer and checks support against it).
+SMALL_CELL_RECORDS = 11
+
 
 class ConfigError(ValueError):
     """A configuration problem, with the dotted path of the offending field."""
@@ -84,6 +95,11 @@ class ConfigError(ValueError):
     def __init__(self, field: str, message: str):
         self.field = field
         super().__init__(f"invalid configuration: field '{field}': {message}")
+
+
+class StartupError(RuntimeError):
+    """A condition that stops the service from starting (not a configuration field), with a
+    message safe to print: it names files, never record values."""
 
 
 class _Strict(BaseModel):
@@ -135,7 +151,8 @@ class Axis1Config(_Strict):
     K: int = Field(500, ge=10, le=100_000)
     N: int = Field(10_000, ge=1)
     tau_vfr: float = Field(0.10, ge=0.0, le=0.5)
-    min_group_support: int = Field(20, ge=1)
+    #: at least the small-cell threshold: no rate may rest on fewer than 11 records
+    min_group_support: int = Field(20, ge=SMALL_CELL_RECORDS)
     score_bins: int = Field(10, ge=2, le=100)
     seed: int = Field(20_261_129, ge=0)
     threads: int = Field(2, ge=1, le=64)
@@ -219,6 +236,74 @@ class InputConfig(_Strict):
     model_id: str = "model"
 
 
+class InterventionConfig(_Strict):
+    """SPEC section 8: the offline four-baseline intervention comparison (`vfr-monitor intervene`).
+
+    Thresholds are searched on a grid of ``threshold_step`` around ``decision.threshold``;
+    ``lambda_`` tempers the Kamiran-Calders weights: w = 1 + lambda (w_KC - 1), clipped.
+    """
+
+    #: train / validation / audit shares of the records (grouped by hospital when ids exist)
+    split: tuple[float, float, float] = (0.70, 0.15, 0.15)
+    #: attributes whose intersection defines the reweighing cells (B2)
+    intersection: tuple[str, ...] = ("race", "age_group", "sex")
+    lambda_: float = Field(1.0, ge=0.0, alias="lambda")
+    lambda_sweep: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0)
+    weight_clip: tuple[float, float] = (0.1, 10.0)
+    di_target: float = Field(0.80, gt=0.0, le=1.0)
+    #: B3/B4 aim at di_target + margin on validation (0: the SPEC's rule exactly)
+    di_search_margin: float = Field(0.0, ge=0.0, lt=0.5)
+    threshold_step: float = Field(0.01, gt=0.0, le=0.1)
+    #: greedy steps of the B3 search and of the B4 refinement (each step moves one threshold)
+    search_max_steps: int = Field(2_000, ge=1)
+    refine_max_steps: int = Field(300, ge=0)
+    #: model features of a cohort file (empty: the synthetic cohort's features when present)
+    features: list[str] = Field(default_factory=list)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("split")
+    @classmethod
+    def _shares(cls, v: tuple[float, float, float]) -> tuple[float, float, float]:
+        if any(x <= 0 for x in v) or abs(sum(v) - 1.0) > 1e-9:
+            raise ValueError("three positive shares (train, validation, audit) summing to 1")
+        return v
+
+    @field_validator("weight_clip")
+    @classmethod
+    def _clip(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < v[0] <= 1 <= v[1]:
+            raise ValueError("[low, high] with 0 < low <= 1 <= high")
+        return v
+
+    @field_validator("lambda_sweep")
+    @classmethod
+    def _sweep(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if any(x < 0 for x in v):
+            raise ValueError("lambda values must be >= 0")
+        return v
+
+
+class ModelEntry(_Strict):
+    """A monitored model of the registry (``[[models]]``): only these ids get windows,
+    trackers and series unless ``[service] unknown_models = "admit"``."""
+
+    id: str
+    name: str | None = None
+    owner: str | None = None
+    version: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _exportable(cls, v: str) -> str:
+        if not EXPORTABLE_ID.fullmatch(v):
+            raise ValueError(
+                "a model id is 1-64 characters: letters, digits and _ . : + / - "
+                "(it becomes a Prometheus label value), starting with a letter or digit"
+            )
+        return v
+
+
 class ServiceConfig(_Strict):
     """The running service: its DuckDB file, HTTP address, cadences and retention."""
 
@@ -229,6 +314,17 @@ class ServiceConfig(_Strict):
     )
     http_host: str = "127.0.0.1"
     http_port: int = Field(9464, ge=0, le=65535)
+    #: Prometheus-style web-config file (TLS, basic-auth users); relative paths in it are
+    #: relative to it. Absent: plain HTTP without authentication (keep it on loopback).
+    web_config: Path | None = None
+    #: false: every /api route answers 404 (/metrics, /healthz and /readyz stay)
+    api_enabled: bool = True
+    #: connections + running requests the HTTP server takes; beyond it, 503
+    http_max_connections: int = Field(64, ge=1, le=10_000)
+    #: idle seconds a kept-alive connection may wait for its next request
+    http_keep_alive_s: float = Field(5.0, ge=1, le=300)
+    #: a request's line and headers must arrive within this many seconds
+    http_header_timeout_s: float = Field(10.0, gt=0, le=300)
     #: audit cohort of the scheduled axes: each model's records of the last cohort_days
     cohort_days: float = Field(90.0, gt=0)
     axis2_interval_s: float = Field(3600.0, gt=0)
@@ -244,6 +340,21 @@ class ServiceConfig(_Strict):
     #: compute the hop evaluations' Axis 1 bootstrap in a worker process beside ingestion
     #: (results are written with the next batch); false: inside the batch's transaction
     evaluation_worker: bool = True
+    #: a record of a model not in [[models]]: dead-lettered (unknown_model) or admitted
+    unknown_models: Literal["dead-letter", "admit"] = "dead-letter"
+    #: hard cap on monitored models (registered and admitted); beyond: too_many_models
+    max_models: int = Field(64, ge=1, le=10_000)
+    #: "wall-clock": event_time within [now - max_event_age_days, now + max_clock_skew_s];
+    #: "none": any time pandas and DuckDB can represent (replays of old data, replay clocks)
+    event_time_bounds: Literal["wall-clock", "none"] = "wall-clock"
+    max_event_age_days: float = Field(400.0, gt=0)
+    max_clock_skew_s: float = Field(300.0, ge=0)
+    #: keep raw payloads of dead letters (patient data); false: reason, position and a
+    #: keyed hash only
+    keep_rejected_payloads: bool = False
+    #: HMAC-SHA256 key of dead-letter payload hashes (hex, >= 32 hex digits); empty: the
+    #: environment variable VFR_PAYLOAD_HASH_KEY, else a random key kept in the DuckDB file
+    payload_hash_key: str = Field("", pattern=r"^([0-9a-fA-F]{32,128})?$")
 
 
 class MonitorConfig(_Strict):
@@ -257,12 +368,15 @@ class MonitorConfig(_Strict):
     )
     axis1: Axis1Config = Field(default_factory=Axis1Config)
     decision: DecisionConfig = Field(default_factory=DecisionConfig)
+    #: the model registry: monitored model ids (see ServiceConfig.unknown_models)
+    models: list[ModelEntry] = Field(default_factory=list)
     window: WindowConfig = Field(default_factory=WindowConfig)
     axis2: Axis2Config = Field(default_factory=Axis2Config)
     axis3: Axis3Config = Field(default_factory=Axis3Config)
     equilense: EquiLenseConfig = Field(default_factory=EquiLenseConfig)
     input: InputConfig = Field(default_factory=InputConfig)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
+    interventions: InterventionConfig = Field(default_factory=InterventionConfig)
     #: [kafka] and [embedded] tables, validated by the sources at start-up (consumers.config)
     kafka: dict[str, Any] | None = None
     embedded: dict[str, Any] = Field(default_factory=dict)
@@ -283,23 +397,85 @@ class MonitorConfig(_Strict):
                 raise ValueError(
                     f"input.codes.{attr}: maps to codes not configured for {attr!r}: {bad}"
                 )
-        window_days = self.window.days if self.window.kind == "time" else 0
-        horizon = max(self.service.cohort_days, window_days)
+        horizon = self.horizon_days
         if self.service.retention_discharge_days < horizon:
             raise ValueError(
                 "service.retention_discharge_days: must cover the window and the audit cohort "
                 f"({horizon} days), or windows could not be rebuilt after a restart"
             )
+        unknown = sorted(set(self.interventions.intersection) - set(names))
+        if unknown and "intersection" in self.interventions.model_fields_set:
+            raise ValueError(f"interventions.intersection: unknown attributes {unknown}")
         for attr, code in self.equilense.reference.items():
             if attr not in names or code not in self.attribute(attr).codes:
                 raise ValueError(f"equilense.reference.{attr}: unknown attribute or group code")
+        self._check_models(names)
         return self
+
+    def _check_models(self, names: list[str]) -> None:
+        """The registry and every field that names a model, attribute or group code."""
+        ids = [m.id for m in self.models]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"models: model ids must be unique, got {ids}")
+        if len(ids) > self.service.max_models:
+            raise ValueError(
+                f"service.max_models: {self.service.max_models} is fewer than the "
+                f"{len(ids)} registered models"
+            )
+        for model, by_attr in self.decision.per_group.items():
+            if ids and model not in ids:
+                raise ValueError(
+                    f"decision.per_group.{model}: not a registered model ([[models]] id)"
+                )
+            for attr, by_code in by_attr.items():
+                if attr not in names:
+                    raise ValueError(
+                        f"decision.per_group.{model}.{attr}: unknown attribute; known: {names}"
+                    )
+                bad = sorted(set(by_code) - set(self.attribute(attr).codes))
+                if bad:
+                    raise ValueError(
+                        f"decision.per_group.{model}.{attr}: group codes not configured for "
+                        f"{attr!r}: {bad}"
+                    )
+                for code, t in by_code.items():
+                    if not 0.0 <= t <= 1.0:
+                        raise ValueError(
+                            f"decision.per_group.{model}.{attr}.{code}: a threshold in [0, 1]"
+                        )
+        for model in self.input.score_columns:
+            if not EXPORTABLE_ID.fullmatch(model):
+                raise ValueError(f"input.score_columns.{model}: not a valid model id")
+        if not EXPORTABLE_ID.fullmatch(self.input.model_id):
+            raise ValueError("input.model_id: not a valid model id")
+
+    @property
+    def horizon_days(self) -> float:
+        """How far back the service needs a model's records to rebuild its state: the audit
+        cohort of the scheduled axes, or a time window if longer (a count window has no
+        time horizon of its own)."""
+        window_days = self.window.days if self.window.kind == "time" else 0.0
+        return max(self.service.cohort_days, window_days)
+
+    def model_registered(self, model_id: str) -> bool:
+        return any(m.id == model_id for m in self.models)
 
     def attribute(self, name: str) -> AttributeConfig:
         for a in self.attributes:
             if a.name == name:
                 return a
         raise KeyError(name)
+
+    def decision_id(self) -> str:
+        """A short id of the decision rule in force ([decision]: threshold and per-group
+        thresholds), recorded with every event so a board can tell which decisions (say
+        an intervention's B4 thresholds) a verdict was about.
+
+        >>> MonitorConfig().decision_id() == MonitorConfig().decision_id()
+        True
+        """
+        canonical = json.dumps(self.decision.model_dump(mode="json"), sort_keys=True)
+        return "decision-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 def _metrics_from_toml(raw: Any) -> Any:

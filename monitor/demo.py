@@ -7,8 +7,8 @@ cadence, and /metrics and the API are served on 127.0.0.1 while it runs. The ter
 progress, the tier grid per model and the latest confirmed events; the summary at the end
 lists every confirmed verdict flip and tier downgrade and says where the DuckDB file is.
 
-Default data: the seeded Texas-calibrated synthetic cohort (monitor.cohort) scored by two
-XGBoost models (monitor.scorer) under the ``group_score_shift`` scenario, a model update
+Default data: the seeded Texas-calibrated synthetic cohort (monitor.data.cohort) scored by two
+XGBoost models (monitor.data.scorer) under the ``group_score_shift`` scenario, a model update
 that lowers female patients' scores from July on. Disparate Impact by sex of the updated
 model walks down through 0.80, so that cell's verdict flips and, while it sits near the
 threshold, its flip rate rises and its tier is downgraded. ``--dataset diabetes130``
@@ -19,6 +19,7 @@ replays the shipped UCI file instead (no hospital ids: Axis 3 not applicable), a
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import sys
 import threading
@@ -29,8 +30,11 @@ from typing import Any, TextIO
 
 import orjson
 
-from monitor.config import MonitorConfig
-from monitor.scorer import ScoredStream, iter_records
+from monitor.config import ConfigError, MonitorConfig
+from monitor.core.events import CellEvent
+from monitor.core.numbers import float_or_none
+from monitor.core.results import CellEvaluation
+from monitor.data.scorer import ScoredStream, iter_records
 
 TIER_MARK = {
     "Practical-Stability": "S",
@@ -63,14 +67,27 @@ class DemoOptions:
 
 
 def demo_config(
-    base: MonitorConfig, attributes: list[dict] | None, opts: DemoOptions, features: tuple[str, ...]
+    base: MonitorConfig,
+    attributes: list[dict] | None,
+    opts: DemoOptions,
+    features: tuple[str, ...],
+    models: tuple[str, ...] = (),
 ) -> MonitorConfig:
-    """The user's config with the demo's short cadence, attributes and EquiLense features."""
+    """The user's config with the demo's short cadence, attributes and EquiLense features.
+
+    The demo registers the models it trains (``[[models]]``), so the registry's default
+    (unknown models dead-lettered) stays in force; and it replays data whose event times
+    are a fixed 2026 calendar or a replay clock, so it turns the wall-clock bounds off
+    (``event_time_bounds = "none"``: only times every layer can hold are accepted).
+    """
     data = base.model_dump()
     if attributes is not None:
         data["attributes"] = attributes
+    known = {m["id"] for m in data["models"]}
+    data["models"] = [*data["models"], *({"id": m} for m in models if m not in known)]
     data["service"] = {
         **data["service"],
+        "event_time_bounds": "none",
         "axis2_interval_s": opts.axes_interval_s,
         "axis3_interval_s": opts.axes_interval_s,
         # EquiLense matches pairs over the whole cohort: seconds, not tenths.
@@ -83,22 +100,22 @@ def demo_config(
 
 def build_stream(opts: DemoOptions) -> tuple[ScoredStream, Any]:
     """The scored stream and the dataset description (None for the synthetic cohort)."""
-    from monitor import scorer
+    from monitor.data import scorer
 
     if opts.dataset == "synthetic":
         return scorer.synthetic_stream(opts.records, opts.seed, opts.scenario), None
     if opts.dataset == "diabetes130":
-        from monitor.datasets.diabetes130 import load_diabetes130
+        from monitor.data.datasets.diabetes130 import load_diabetes130
 
         ds = load_diabetes130()
     elif opts.dataset == "texas100x":
-        from monitor.datasets.texas100x import load_texas100x
+        from monitor.data.datasets.texas100x import load_texas100x
 
         if not opts.data:
-            raise ValueError("--dataset texas100x needs --data FILE (the file is not shipped)")
+            raise ConfigError("--data", "--dataset texas100x needs --data FILE (not shipped)")
         ds = load_texas100x(opts.data)
     else:
-        raise ValueError(f"unknown dataset {opts.dataset!r}")
+        raise ConfigError("--dataset", f"unknown dataset {opts.dataset!r}")
     return scorer.dataset_stream(ds, opts.seed), ds
 
 
@@ -117,10 +134,12 @@ def payload_stream(stream: ScoredStream) -> list[bytes]:
 # ---------------------------------------------------------------------- terminal view
 
 
-def tier_grid(cells: list[dict], config: MonitorConfig, models: list[str]) -> list[str]:
+def tier_grid(
+    cells: list[CellEvaluation], config: MonitorConfig, models: list[str]
+) -> list[str]:
     """Per model: metric rows x attribute columns, 'verdict/tier' ('~' = flip rate above tau)."""
     attrs = [a.name for a in config.attributes]
-    by_key = {(c["model_id"], c["metric"], c["attribute"]): c for c in cells}
+    by_key = {c.key: c for c in cells}
     lines = []
     for model in models:
         lines.append(f"  {model:<26}" + "".join(f"{a:>13}" for a in attrs))
@@ -131,20 +150,19 @@ def tier_grid(cells: list[dict], config: MonitorConfig, models: list[str]) -> li
                 if c is None:
                     row += f"{'.':>13}"
                     continue
-                vfr = c.get("vfr")
-                noisy = "~" if vfr is not None and vfr > config.axis1.tau_vfr else " "
-                mark = TIER_MARK.get(c["tier"], "?")
-                row += f"{c.get('dominant_verdict', '?'):>8}{noisy}/{mark:<3}"
+                noisy = "~" if c.result.vfr > config.axis1.tau_vfr else " "
+                mark = TIER_MARK.get(c.tier.tier.value, "?")
+                row += f"{c.result.dominant_verdict:>8}{noisy}/{mark:<3}"
             lines.append(row)
     lines.append("  tiers: S stable · C caution · H high-variance · X catastrophic · ? pending")
     return lines
 
 
-def event_line(e: dict) -> str:
-    what = "verdict" if e["kind"] == "verdict_flip" else "tier"
+def event_line(e: CellEvent) -> str:
+    what = "verdict" if e.kind == "verdict_flip" else "tier"
     return (
-        f"  #{e['evaluation']:<4} {e['model_id']} {e['metric']} x {e['attribute']}: "
-        f"{what} {e['old']} -> {e['new']} ({e['direction'].replace('_', ' ')})"
+        f"  #{e.evaluation:<4} {e.model_id} {e.metric} x {e.attribute}: "
+        f"{what} {e.old} -> {e.new} ({e.direction.replace('_', ' ')})"
     )
 
 
@@ -168,23 +186,19 @@ class View:
 # ---------------------------------------------------------------------- the run
 
 
-def _confirmed_events(service: Any) -> list[dict]:
+def _confirmed_events(service: Any) -> list[CellEvent]:
     """Confirmed events in order (raw events are many; the view shows what a board acts on)."""
     cur = service.store.cursor()
     try:
-        df = cur.execute(
-            "SELECT id, kind, model_id, metric, attribute, old, new, direction, evaluation "
-            "FROM events WHERE confirmed ORDER BY id"
-        ).df()
+        return service.store.confirmed_events(cur)
     finally:
         cur.close()
-    return df.to_dict("records")
 
 
 def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout) -> int:
     """Build the stream, run the service on it with a live view, print the summary."""
     from consumers.embedded import EmbeddedSource
-    from monitor.service import MonitorService, run_until_stopped
+    from monitor.service.app import MonitorService, run_until_stopped
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.ERROR)  # our scheduler logs its own
@@ -192,7 +206,10 @@ def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout)
     print(f"vfr-monitor demo: preparing the {opts.dataset} stream ...", file=out, flush=True)
     stream, ds = build_stream(opts)
     features = ds.features if ds is not None else tuple(stream.models[0].features)
-    cfg = demo_config(config, ds.attributes if ds is not None else None, opts, features)
+    cfg = demo_config(
+        config, ds.attributes if ds is not None else None, opts, features,
+        tuple(m.model_id for m in stream.models),
+    )  # fmt: skip
     for m in stream.models:
         print(
             f"  trained {m.model_id} (XGBoost, {m.n_train:,} records): held-out AUROC "
@@ -250,7 +267,23 @@ def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout)
         stop.set()
         runner.join(timeout=10)
         service.close()
+    _write_report(db_path, out_dir, cfg, out)
     return 0
+
+
+def _write_report(db_path: Path, out_dir: Path, cfg: MonitorConfig, out: TextIO) -> None:
+    """The governance report of the run, next to the DuckDB file (never overwriting one)."""
+    from monitor.report.data import ReportInputError
+    from monitor.report.render import write_report
+
+    try:
+        path, note = write_report(db=db_path, out=out_dir, config=cfg)
+    except ReportInputError as exc:  # e.g. a run stopped before any evaluation
+        print(f"  no report: {exc}", file=out, flush=True)
+        return
+    if note:
+        print(f"  {note}", file=out)
+    print(f"  governance report: {path.resolve()}", file=out, flush=True)
 
 
 def _wait_for_interrupt() -> None:
@@ -281,7 +314,7 @@ def _draw(
         f"  messages {done:,}/{total:,} ({done / max(total, 1):.0%}), "
         f"{done / max(elapsed, 1e-9):,.0f}/s · event time {at} · evaluations {evals}",
     ]
-    body = [*tier_grid(service.cells(), cfg, models), "  latest confirmed events:"]
+    body = [*tier_grid(service.latest_cells(), cfg, models), "  latest confirmed events:"]
     body += [event_line(e) for e in _confirmed_events(service)[-8:]] or ["    (none yet)"]
     view.show(header, body)
 
@@ -289,12 +322,7 @@ def _draw(
 def _store_counts(service: Any) -> dict[str, int]:
     cur = service.store.cursor()
     try:
-        q = {
-            "stored": "select count(*) from discharges",
-            "dead_letters": "select count(*) from dead_letters",
-            "window_results": "select count(*) from window_results",
-        }
-        return {k: int(cur.execute(sql).fetchone()[0]) for k, sql in q.items()}
+        return service.store.counts(cur)
     finally:
         cur.close()
 
@@ -306,9 +334,9 @@ class CellStory:
     model_id: str
     metric: str
     attribute: str
-    flips: list[dict]
-    tiers: list[dict]
-    final: dict
+    flips: list[CellEvent]
+    tiers: list[CellEvent]
+    final: CellEvaluation | None
 
     @property
     def name(self) -> str:
@@ -316,39 +344,40 @@ class CellStory:
 
     def settled(self, tau: float) -> bool:
         """The confirmed verdict changed over the run and the final verdict is stable."""
-        vfr = self.final.get("vfr")
-        changed = bool(self.flips) and self.flips[0]["old"] != self.final.get("confirmed_verdict")
-        return changed and vfr is not None and vfr <= tau
+        if self.final is None:
+            return False
+        changed = bool(self.flips) and self.flips[0].old != self.final.confirmed_verdict
+        return changed and self.final.result.vfr <= tau
 
 
-def cell_stories(events: list[dict], cells: list[dict]) -> list[CellStory]:
+def cell_stories(events: list[CellEvent], cells: list[CellEvaluation]) -> list[CellStory]:
     """Group confirmed events by cell; cells without confirmed flips or downgrades are left out."""
-    by_cell: dict[tuple[str, str, str], list[dict]] = {}
+    by_cell: dict[tuple[str, str, str], list[CellEvent]] = {}
     for e in events:
-        by_cell.setdefault((e["model_id"], e["metric"], e["attribute"]), []).append(e)
-    final = {(c["model_id"], c["metric"], c["attribute"]): c for c in cells}
+        by_cell.setdefault((e.model_id, e.metric, e.attribute), []).append(e)
+    final = {c.key: c for c in cells}
     out = []
     for key, evs in sorted(by_cell.items()):
-        flips = [e for e in evs if e["kind"] == "verdict_flip"]
-        tiers = [e for e in evs if e["kind"] == "tier_change" and e["direction"] != "pending"]
-        if flips or any(e["direction"] == "downgrade" for e in tiers):
-            out.append(CellStory(*key, flips, tiers, final.get(key, {})))
+        flips = [e for e in evs if e.kind == "verdict_flip"]
+        tiers = [e for e in evs if e.kind == "tier_change" and e.direction != "pending"]
+        if flips or any(e.direction == "downgrade" for e in tiers):
+            out.append(CellStory(*key, flips, tiers, final.get(key)))
     return out
 
 
 def _story_line(st: CellStory) -> str:
-    f = st.final
-    path = " -> ".join([st.flips[0]["old"], *(e["new"] for e in st.flips)]) if st.flips else ""
+    path = " -> ".join([st.flips[0].old, *(e.new for e in st.flips)]) if st.flips else ""
     tiers = ""
     if st.tiers:
-        names = [st.tiers[0]["old"], *(e["new"] for e in st.tiers)]
+        names = [st.tiers[0].old, *(e.new for e in st.tiers)]
         tiers = " · tier " + " -> ".join(TIER_MARK[t] for t in names)
-    value = f.get("value")
-    shown = "n/a" if value is None else f"{float(value):.3f}"
+    value = None if st.final is None else float_or_none(st.final.result.value)
+    shown = "n/a" if value is None else f"{value:.3f}"
+    vfr = math.nan if st.final is None else st.final.result.vfr
     return (
         f"  {st.name}: verdict {path} (flip at evaluation "
-        f"{', '.join(str(e['evaluation']) for e in st.flips)}){tiers}; now {shown}, "
-        f"VFR {f.get('vfr', float('nan')):.3f}"
+        f"{', '.join(str(e.evaluation) for e in st.flips)}){tiers}; now {shown}, "
+        f"VFR {vfr:.3f}"
     )
 
 
@@ -365,20 +394,20 @@ def _summary(
 ) -> list[str]:
     counts = _store_counts(service)
     events = _confirmed_events(service)
-    cells = service.cells()
+    cells = service.latest_cells()
     tau = cfg.axis1.tau_vfr
     stories = cell_stories(events, cells)
     settled = [st for st in stories if st.settled(tau)]
     noisy = [st for st in stories if st.flips and not st.settled(tau)]
     n_flips = sum(len(st.flips) for st in stories)
-    n_down = sum(1 for e in events if e["kind"] == "tier_change" and e["direction"] == "downgrade")
-    partial = sum(1 for c in cells if c.get("partial"))
+    n_down = sum(1 for e in events if e.kind == "tier_change" and e.direction == "downgrade")
+    partial = sum(1 for c in cells if c.tier.partial)
     lines = [
         "",
         "=" * 72,
         f"vfr-monitor demo summary ({stream.dataset}, scenario {stream.scenario or 'none'})",
         f"  wall time {wall_s:.1f} s · {stream.n_discharges:,} discharges x {len(models)} "
-        f"model(s) · {counts['stored']:,} records stored · {counts['dead_letters']} dead "
+        f"model(s) · {counts['discharges']:,} records stored · {counts['dead_letters']} dead "
         f"letters · {counts['window_results']:,} window results",
         *(f"  {m.model_id}: held-out AUROC {m.auroc:.3f}" for m in stream.models),
         f"  confirmed verdict flips: {n_flips} in {sum(1 for st in stories if st.flips)} cells;"

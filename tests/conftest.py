@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -19,8 +19,9 @@ settings.register_profile(
 )
 settings.load_profile("repeatable")
 
-#: ../shared beside the project (CI lays it there); VFR_SHARED overrides.
-SHARED = Path(os.environ.get("VFR_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+#: Data the tests need, copied into the repository (tests/data/README.md says from where):
+#: no test reads anything outside it.
+TEST_DATA = Path(__file__).resolve().parent / "data"
 
 
 @st.composite
@@ -57,3 +58,24 @@ def cohorts(draw, max_n: int = 300, max_groups: int = 5, min_n: int = 0):
         decision = (rng.uniform(size=n) < 0.4).astype(np.int64)
     groups = tuple(f"g{i}" for i in range(G))
     return groups, group, label, decision, score
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--runslow", action="store_true", default=False,
+        help="also run the long variants (tests marked slow: 200,000-event crash run, ...)",
+    )  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: long variant, run only with --runslow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests are deselected (not skipped) unless --runslow is given."""
+    if config.getoption("--runslow"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]

@@ -21,10 +21,12 @@ failed start is remembered too, so the other modules fail at once instead of ret
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -142,3 +144,55 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield bootstrap
     finally:
         _BROKER.release()
+
+
+# ----------------------------------------------------------------------------- SCRAM broker
+@dataclass(frozen=True)
+class ScramBroker:
+    """A broker with a SASL_SSL listener (SCRAM-SHA-512, self-signed certificate)."""
+
+    #: "127.0.0.1:PORT" of the SASL_SSL listener
+    bootstrap: str
+    #: the broker's certificate (its own CA): the clients' ssl_cafile
+    cafile: Path
+    user: str
+    #: file holding the user's password (what VFR_KAFKA_SASL_PASSWORD_FILE points at)
+    password_file: Path
+
+
+@pytest.fixture(scope="session")
+def kafka_scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramBroker]:
+    """Its own broker, started once, for the SCRAM tests only (the shared one stays plain).
+
+    A separate broker rather than a second listener on the shared one: SCRAM users are made
+    by the storage format, and the plain tests should not pay for a keystore.
+    """
+    prov = _run_script("provision", timeout=900)
+    if prov.returncode != 0:
+        pytest.fail(f"could not provision the Kafka broker\n{_tail(prov.stderr)}")
+    run_dir = tmp_path_factory.mktemp("kafka-scram")
+    password_file = run_dir / "scram.password"
+    password_file.write_text(secrets.token_urlsafe(24) + "\n")
+    password_file.chmod(0o600)
+    port, controller_port, scram_port = _free_ports(3)
+    try:
+        start = _run_script(
+            "start", "--port", str(port), "--controller-port", str(controller_port),
+            "--scram-port", str(scram_port), "--scram-user", "vfr-monitor",
+            "--scram-password-file", str(password_file), "--dir", str(run_dir / "broker"),
+            "--partitions", str(N_PARTITIONS), "--timeout", "120", timeout=240,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        _run_script("stop", "--dir", str(run_dir / "broker"), timeout=120)
+        pytest.fail(f"kafka.sh start --scram-port timed out; logs in {run_dir}/broker/logs")
+    if start.returncode != 0:
+        _run_script("stop", "--dir", str(run_dir / "broker"), timeout=120)
+        pytest.fail(f"could not start the SCRAM broker (exit {start.returncode})\n"
+                    f"{_tail(start.stderr)}")  # fmt: skip
+    try:
+        yield ScramBroker(
+            f"127.0.0.1:{scram_port}", run_dir / "broker" / "config" / "ca.pem", "vfr-monitor",
+            password_file,
+        )
+    finally:
+        _run_script("stop", "--dir", str(run_dir / "broker"), timeout=120)

@@ -1,4 +1,4 @@
-"""Scored cohorts built from the real data in ../shared, for end-to-end tests.
+"""Scored cohorts built from the real data the project ships, for end-to-end tests.
 
 UCI Diabetes-130 (CC BY 4.0, Strack et al. 2014): label = time_in_hospital > 3
 days; a logistic regression on admission-time counts gives the scores. The data
@@ -16,11 +16,10 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from monitor.datasets.diabetes130 import FEATURES, read_raw
-from tests.conftest import SHARED
+from monitor.data.datasets.diabetes130 import FEATURES, ZIP_PATH, read_raw
 
-#: The copy in ../shared; the project ships the same file (a test checks they are equal).
-DIABETES_ZIP = SHARED / "data" / "diabetes130" / "dataset_diabetes.zip"
+#: The UCI file as the product ships it (a test checks it is byte for byte the UCI file).
+DIABETES_ZIP = ZIP_PATH
 
 #: The attribute set and code map a user would write for this file.
 DIABETES_CONFIG = """

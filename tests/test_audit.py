@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from monitor.bench.synthetic import synthetic_cohort
 from monitor.cli import main
-from monitor.metrics import passes
-from monitor.metrics_reference import metric_from_records
-from monitor.synthetic import synthetic_cohort
+from monitor.core.metrics import passes
+from monitor.reference.metrics import metric_from_records
 from tests.real_data import DIABETES_CONFIG, diabetes_scored
 
 REQUIRED = [
@@ -81,7 +81,7 @@ def test_diabetes_point_values_match_records(diabetes_audit):
     for (metric, attr), c in cells.items():
         g = groups[attr]
         included = [k for k in np.unique(g) if (g == k).sum() >= 20]
-        want = metric_from_records(metric, g, y, d, s, included)
+        want = metric_from_records(metric, g, y, d, s, included, min_support=20)
         assert float(c["value"]) == pytest.approx(want, abs=1e-12)
         verdict = (
             "pass" if passes(np.array(want), float(c["threshold"]), c["direction"]) else "fail"
@@ -219,7 +219,7 @@ def test_sigma_and_ci_are_consistent(diabetes_audit):
 
 
 def test_small_pair_counts_are_withheld():
-    from monitor.axes_runner import suppress_small_pair_counts
+    from batch_axes.runner import suppress_small_pair_counts
 
     d = {
         "groups": [

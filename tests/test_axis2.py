@@ -49,14 +49,16 @@ from batch_axes.axis2 import (
     hypergeometric_counts,
     make_cell,
     minimum_reliable_size,
-    reference_axis2,
-    reference_axis2_draws,
     subsample_score_sums,
 )
-from monitor.axis1 import table_rng
+from monitor.bench.synthetic import synthetic_cohort, synthetic_tables
 from monitor.config import MonitorConfig
-from monitor.counts import CountTable
-from monitor.synthetic import synthetic_cohort, synthetic_tables
+from monitor.core.axis1 import table_rng
+from monitor.core.counts import CountTable
+from monitor.reference.axis2 import (
+    reference_axis2,
+    reference_axis2_draws,
+)
 from tests.conftest import cohorts
 
 Z = 5.0

@@ -1,8 +1,9 @@
 """Axis 3 (SPEC section 5): Fleiss' kappa, hospital folds and fold verdicts against oracles.
 
 Oracles: statsmodels' Fleiss' kappa; the VFR-Audit authors' published kappas
-(shared/oracles); scikit-learn's GroupKFold on the raw record ids; the record-level
-metric functions of monitor.metrics_reference evaluated fold by fold; CountTable for
+(tests/data/fleiss_kappa_passcounts.csv); scikit-learn's GroupKFold on the raw record ids;
+the record-level
+metric functions of monitor.reference.metrics evaluated fold by fold; CountTable for
 the count arrays.
 """
 
@@ -29,12 +30,12 @@ from batch_axes.axis3 import (
     hospital_folds,
     landis_koch_band,
 )
+from monitor.bench.synthetic import synthetic_cohort
 from monitor.config import AttributeConfig, MetricRule, MonitorConfig
-from monitor.counts import CountTable
-from monitor.metrics import passes
-from monitor.metrics_reference import metric_from_records
-from monitor.synthetic import synthetic_cohort
-from tests.conftest import SHARED, cohorts
+from monitor.core.counts import CountTable
+from monitor.core.metrics import passes
+from monitor.reference.metrics import metric_from_records
+from tests.conftest import TEST_DATA, cohorts
 
 CFG = MonitorConfig()
 RULES = CFG.metrics
@@ -73,7 +74,9 @@ def slow_fold_verdicts(ids, groups, label, decision, score, attributes, rules, n
             g = groups[a.name][m]
             included = [j for j in range(len(a.codes)) if (g == j).sum() >= support]
             for r in rules:
-                v = metric_from_records(r.name, g, label[m], decision[m], score[m], included, 10)
+                v = metric_from_records(
+                    r.name, g, label[m], decision[m], score[m], included, 10, support
+                )
                 values[(r.name, a.name, f)] = v
                 verdicts[(r.name, a.name, f)] = bool(passes(np.array(v), r.threshold, r.direction))
     return k, values, verdicts
@@ -196,7 +199,7 @@ def test_pass_counts_outside_raters_rejected():
 
 
 # ----------------------------------------------------------------------------- (b) oracle
-ORACLE = pd.read_csv(SHARED / "oracles" / "fleiss_kappa_passcounts.csv")
+ORACLE = pd.read_csv(TEST_DATA / "fleiss_kappa_passcounts.csv")
 
 
 @pytest.mark.parametrize("metric", ORACLE["Metric"].unique().tolist())

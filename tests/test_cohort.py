@@ -1,4 +1,4 @@
-"""Tests for the calibrated synthetic cohort (monitor.cohort).
+"""Tests for the calibrated synthetic cohort (monitor.data.cohort).
 
 Why these checks: the demo and the drift tests are only meaningful if the cohort reproduces
 what makes the paper's verdicts (un)stable -- Table-3 group sizes and base rates, skewed and
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from monitor.cohort import (
+from monitor.data.cohort import (
     ATTRIBUTES,
     DRIFT_START,
     N_HOSPITALS,

@@ -14,6 +14,7 @@ import yaml
 
 from consumers.config import kafka_config_with_env
 from monitor.config import load_config
+from monitor.service.web_config import load_web_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -94,9 +95,36 @@ def test_rules_and_dashboards_mounted_where_configs_expect_them():
     assert path in grafana_mounts and list((DEPLOY / grafana_mounts[path]).glob("*.json"))
 
 
+def test_published_ports_are_loopback_and_the_broker_is_not_published():
+    for name, svc in SERVICES.items():
+        for p in svc.get("ports", []):
+            assert isinstance(p, str) and p.startswith("127.0.0.1:"), (name, p)
+    assert "ports" not in SERVICES["kafka"]
+
+
+def test_web_config_is_mounted_where_the_monitor_config_names_it():
+    cfg = load_config(DEPLOY / "compose" / "monitor.toml")
+    assert cfg.service.web_config is not None
+    mounts = dict(v.split(":")[:2] for v in SERVICES["monitor"]["volumes"] if v.startswith("."))
+    host = next(h for h, c in mounts.items() if c == str(cfg.service.web_config))
+    web = load_web_config(DEPLOY / host)  # parses with the service's own loader
+    assert web.tls is None and not web.users  # as shipped: documented, nothing enabled
+
+
 def test_monitor_config_points_at_the_compose_broker():
     cfg = load_config(DEPLOY / "compose" / "monitor.toml")
     kafka = kafka_config_with_env(cfg.kafka, environ={})
     host, port = kafka.bootstrap_servers[0].split(":")
     assert host in SERVICES and host == "kafka"
     assert f"//{host}:{port}" in SERVICES["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+
+
+def test_the_broker_keeps_topics_for_the_monitors_horizon():
+    """The monitor refuses a topic kept shorter than its horizon (consumers.retention):
+    the compose broker's default retention must cover the compose config's horizon."""
+    from consumers.retention import DAY_MS, TopicRetention
+
+    hours = int(SERVICES["kafka"]["environment"]["KAFKA_LOG_RETENTION_HOURS"])
+    config = load_config(DEPLOY / "compose" / "monitor.toml")
+    assert TopicRetention("t", hours * 3_600_000, -1).covers(config.horizon_days)
+    assert not TopicRetention("t", 7 * DAY_MS, -1).covers(config.horizon_days)

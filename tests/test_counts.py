@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.counts import CountTable, score_bins
+from monitor.core.counts import CountTable, score_bins
 from tests.conftest import cohorts
 
 
@@ -119,7 +119,7 @@ def test_equality_sees_score_differences():
 def test_prepared_batches_give_the_same_table_words_as_add_and_remove():
     import numpy as np
 
-    from monitor.counts import CountTable
+    from monitor.core.counts import CountTable
 
     rng = np.random.default_rng(11)
     n = 3000
@@ -133,3 +133,38 @@ def test_prepared_batches_give_the_same_table_words_as_add_and_remove():
     b.apply_prepared(g[:700], CountTable.prepare(y[:700], d[:700], s[:700], 10), -1)
     for name in ("counts", "_hi", "_lo", "_sq_hi", "_sq_lo"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+@given(
+    st.integers(1, 400),
+    st.integers(0, 2**32 - 1),
+    st.lists(st.integers(1, 6), min_size=1, max_size=4),
+    st.sampled_from([1, 5, 10]),
+)
+def test_one_bincount_for_several_tables_gives_each_tables_own_words(n, seed, sizes, bins):
+    """Oracle: apply_prepared table by table (itself checked against add/remove above)."""
+    rng = np.random.default_rng(seed)
+    y, d = rng.integers(0, 2, n), rng.integers(0, 2, n)
+    s = rng.uniform(size=n)
+    s[: min(n, 3)] = [0.0, 1.0, 0.5][: min(n, 3)]
+    groups = [rng.integers(0, k, n) for k in sizes]
+    names = [tuple(f"g{j}" for j in range(k)) for k in sizes]
+    many = [CountTable(c, bins) for c in names]
+    one = [CountTable(c, bins) for c in names]
+    prepared = CountTable.prepare(y, d, s, bins)
+    CountTable.apply_prepared_many(many, groups, prepared, +1)
+    for t, g in zip(one, groups, strict=True):
+        t.apply_prepared(g, prepared, +1)
+    cut = n // 3
+    part = CountTable.prepare(y[:cut], d[:cut], s[:cut], bins)
+    CountTable.apply_prepared_many(many, [g[:cut] for g in groups], part, -1)
+    for t, g in zip(one, groups, strict=True):
+        t.apply_prepared(g[:cut], part, -1)
+    for a, b in zip(many, one, strict=True):
+        for name in ("counts", "_hi", "_lo", "_sq_hi", "_sq_lo"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    if cut:  # removing the whole batch again does not fit: every table is left as it was
+        before = [t.copy() for t in many]
+        with pytest.raises(ValueError):
+            CountTable.apply_prepared_many(many, groups, prepared, -1)
+        assert all(a == b for a, b in zip(many, before, strict=True))

@@ -15,19 +15,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.test_exporter_api import new_exporter, populate
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAFANA = ROOT / "deploy" / "grafana"
 GENERATOR = GRAFANA / "generate.py"
 DASHBOARD_DIR = GRAFANA / "dashboards"
-EXPORTER = ROOT / "monitor" / "exporter.py"
 RECORDING_RULES = ROOT / "deploy" / "prometheus" / "rules" / "vfr_recording.yml"
 
 #: A metric name in PromQL: an exported vfr_ name or a recording-rule name (has a colon).
 _TOKEN = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
-_EXPORTED = re.compile(r'\b(?:gauge|counter|Gauge|Counter|Histogram)\(\s*"(vfr_[a-z0-9_]+)"')
-_HISTOGRAM = re.compile(r'Histogram\(\s*"(vfr_[a-z0-9_]+)"')
 _RECORD = re.compile(r"^\s*-?\s*record:\s*([A-Za-z_:][A-Za-z0-9_:]*)\s*$", re.M)
 
 
@@ -65,12 +65,15 @@ def dashboards() -> dict[str, dict]:
 
 
 def known_metric_names() -> set[str]:
-    """Names the exporter exports (histograms: _bucket/_sum/_count) and rules record."""
-    source = EXPORTER.read_text(encoding="utf-8")
-    histograms = set(_HISTOGRAM.findall(source))
-    names = set(_EXPORTED.findall(source)) - histograms
-    for hist in histograms:
-        names |= {f"{hist}_bucket", f"{hist}_sum", f"{hist}_count"}
+    """Sample names a fully populated exporter renders (histograms: _bucket/_sum/_count)
+    and names the recording rules record."""
+    exp, st = new_exporter()
+    populate(exp, st)
+    names = {
+        s.name
+        for family in text_string_to_metric_families(exp.render().decode())
+        for s in family.samples
+    }
     names |= set(_RECORD.findall(RECORDING_RULES.read_text(encoding="utf-8")))
     return names
 

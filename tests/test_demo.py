@@ -17,12 +17,14 @@ import duckdb
 import pandas as pd
 import pytest
 
-from consumers.kafka_source import ensure_topic
+from consumers.kafka_tools import (
+    ensure_topic,
+)
 from monitor.cli import main
-from monitor.cohort import synth_cohort
 from monitor.config import MonitorConfig
+from monitor.data.cohort import synth_cohort
 from monitor.demo import DemoOptions, run_demo
-from monitor.schema import validate_records
+from monitor.stream.schema import validate_records
 from tests.kafka_fixtures import kafka_broker  # noqa: F401
 
 
@@ -55,6 +57,11 @@ def test_demo_shows_a_confirmed_flip_and_downgrade(tmp_path) -> None:
         jobs = set(c.execute("SELECT DISTINCT job FROM job_runs WHERE state='success'").df().job)
     assert {"axis2", "axis3", "equilense"} <= jobs
     assert "verdicts that changed and are stable now" in text
+    # the run ends with the governance report written beside the DuckDB file
+    reports = sorted(tmp_path.glob("report_*.html"))
+    assert len(reports) == 1 and f"governance report: {reports[0].resolve()}" in text
+    page = reports[0].read_text()
+    assert "los-xgb-discharge" in page and "<svg" in page
 
 
 def test_diabetes130_demo_reports_axis3_not_applicable(tmp_path) -> None:
@@ -71,11 +78,16 @@ def test_diabetes130_demo_reports_axis3_not_applicable(tmp_path) -> None:
     assert n == 76_252 and hospitals == 0  # no invented sites
 
 
-def test_shipped_diabetes130_is_the_uci_file() -> None:
-    from monitor.datasets.diabetes130 import ZIP_PATH
-    from tests.real_data import DIABETES_ZIP
+#: SHA-256 of UCI's dataset_diabetes.zip (https://doi.org/10.24432/C5230J), as downloaded.
+UCI_DIABETES_SHA256 = "2cc570fc34b09ba1169d94b68c27ce3802dce7dc4ab6082bed833a6c195507a5"
 
-    assert ZIP_PATH.read_bytes() == DIABETES_ZIP.read_bytes()
+
+def test_shipped_diabetes130_is_the_uci_file() -> None:
+    import hashlib
+
+    from monitor.data.datasets.diabetes130 import ZIP_PATH
+
+    assert hashlib.sha256(ZIP_PATH.read_bytes()).hexdigest() == UCI_DIABETES_SHA256
 
 
 def test_texas100x_demo_runs_on_a_users_file(tmp_path, capsys) -> None:
@@ -95,8 +107,8 @@ def test_texas100x_demo_runs_on_a_users_file(tmp_path, capsys) -> None:
         n, sites = c.execute(
             "SELECT count(*), count(DISTINCT hospital_id) FROM discharges"
         ).fetchone()
-    from monitor.datasets.texas100x import load_texas100x
-    from monitor.scorer import split_train_stream
+    from monitor.data.datasets.texas100x import load_texas100x
+    from monitor.data.scorer import split_train_stream
 
     _, stream = split_train_stream(load_texas100x(path).frame, seed=0)
     assert n == len(stream) > 4_000 and sites == 4  # the file's own THCIC ids
@@ -134,8 +146,12 @@ def test_produce_to_a_file_replays_through_run(tmp_path, capsys) -> None:
     lines = path.read_bytes().splitlines()
     assert 6000 < len(lines) < 8000 and len(lines) % 2 == 0  # ~7/8 of 4000 discharges x 2
     db = tmp_path / "run.duckdb"
-    assert main(["run", "--input", str(path), "--db", str(db), "--port", "0",
-                 "--until-idle", "1", "--no-scheduler"]) == 0  # fmt: skip
+    # `run` monitors registered models only, and this stream replays a 2026 calendar
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('[service]\nevent_time_bounds = "none"\n[[models]]\nid = "los-xgb-discharge"\n'
+                   '[[models]]\nid = "los-xgb-admission"\n')
+    assert main(["run", "--config", str(cfg), "--input", str(path), "--db", str(db),
+                 "--port", "0", "--until-idle", "1", "--no-scheduler"]) == 0  # fmt: skip
     with duckdb.connect(str(db), read_only=True) as c:
         assert c.execute("SELECT count(*) FROM discharges").fetchone()[0] == len(lines)
         assert c.execute("SELECT count(*) FROM dead_letters").fetchone()[0] == 0

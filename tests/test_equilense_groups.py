@@ -8,7 +8,7 @@ from fairlearn.metrics import MetricFrame, selection_rate, true_positive_rate
 from hypothesis import assume, given
 
 from batch_axes.equilense_groups import equilense_group_metrics
-from monitor.counts import CountTable
+from monitor.core.counts import CountTable
 from tests.conftest import cohorts
 
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CODE = r"""
 import time
-from monitor import eval_worker
+from monitor.stream import eval_worker
 if __name__ == "__main__":
     pool = eval_worker._get_pool()
     pool.submit(time.sleep, 0).result()

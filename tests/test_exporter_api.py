@@ -16,16 +16,29 @@ import socket
 import subprocess
 import urllib.error
 import urllib.request
+from email.message import Message
 
 import numpy as np
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.api import serve
-from monitor.exporter import ALLOWED_LABELS, MAX_REASONS, MIN_EXPORT_RECORDS, Exporter
-from monitor.jsonable import dumps, to_jsonable
-from monitor.tiers import Tier
+from monitor.core.axis1 import CellResult
+from monitor.core.events import CellEvent
+from monitor.core.explain import Cutoffs, explain_event
+from monitor.core.jsonable import dumps, to_jsonable
+from monitor.core.results import CellEvaluation
+from monitor.core.tiers import Tier, TierResult
+from monitor.service.api import serve
+from monitor.service.exporter import (
+    ALLOWED_LABELS,
+    MAX_REASONS,
+    MIN_EXPORT_RECORDS,
+    Exporter,
+    GroupStat,
+    ModelStatus,
+    StateSnapshot,
+)
 
 INF, NAN = math.inf, math.nan
 
@@ -45,6 +58,11 @@ EXPECTED = {
     "vfr_cell_partial": ("gauge", {"model", "metric", "attribute"}),
     "vfr_cell_confirmed_tier_level": ("gauge", {"model", "metric", "attribute"}),
     "vfr_cell_confirmed_pass": ("gauge", {"model", "metric", "attribute"}),
+    "vfr_cell_reliable_pass": ("gauge", {"model", "metric", "attribute"}),
+    "vfr_cell_last_event_info": (
+        "gauge",
+        {"model", "metric", "attribute", "kind", "explanation"},
+    ),
     "vfr_verdict_flips_total": (
         "counter",
         {"model", "metric", "attribute", "direction", "state"},
@@ -69,52 +87,109 @@ EXPECTED = {
     "vfr_model_rolling_auroc": ("gauge", {"model"}),
     "vfr_model_rolling_accuracy": ("gauge", {"model"}),
     "vfr_drift_detections_total": ("counter", {"model", "metric", "attribute"}),
+    "vfr_observer_failures_total": ("counter", set()),
     "vfr_build_info": ("gauge", {"version"}),
     "vfr_up": ("gauge", set()),
 }
 
 
 # ----------------------------------------------------------------------------- helpers
-def cell(exp: Exporter, model="xgb", metric="DI", attribute="race", **over) -> None:
-    """update_cell with sensible defaults; keyword overrides."""
+class State:
+    """The service's side of the exporter: a snapshot of cells, models and lag."""
+
+    def __init__(self) -> None:
+        self.cells: dict[tuple[str, str, str], CellEvaluation] = {}
+        self.models: dict[str, ModelStatus] = {}
+        self.lag: dict[str, dict[int, int]] = {}
+
+    def snapshot(self) -> StateSnapshot:
+        return StateSnapshot(list(self.cells.values()), list(self.models.values()), self.lag)
+
+    def model(self, model_id: str = "xgb", **over) -> None:
+        kw = dict(window_records=5000, groups={}, auroc=None, accuracy=None)
+        if model_id in self.models:
+            m = self.models[model_id]
+            kw = dict(window_records=m.window_records, groups=m.groups, auroc=m.auroc,
+                      accuracy=m.accuracy, last_evaluation_at=m.last_evaluation_at)  # fmt: skip
+        kw.update(over)
+        self.models[model_id] = ModelStatus(model_id, **kw)
+
+    def groups(self, model_id: str, attribute: str, groups: dict[str, tuple[int, float]]):
+        current = dict(self.models[model_id].groups) if model_id in self.models else {}
+        current[attribute] = {g: GroupStat(n, r) for g, (n, r) in groups.items()}
+        self.model(model_id, groups=current)
+
+
+def make_cell(model="xgb", metric="DI", attribute="race", **over) -> CellEvaluation:
+    """A CellEvaluation with sensible defaults; keyword overrides of the exported fields."""
     kw = dict(
-        value=0.83,
-        vfr=0.24,
-        dominant_pass=True,
-        point_pass=True,
-        sigma=1.5,
-        ci_low=0.78,
-        ci_high=0.9,
-        n_star=4000.0,
-        kappa=0.55,
-        tier=Tier.CAUTION_REQUIRED.value,
-        tier_level=1,
-        partial=False,
-        confirmed_tier=Tier.PRACTICAL_STABILITY.value,
-        window_n=5000,
-    )
+        value=0.83, vfr=0.24, dominant_pass=True, point_pass=True, sigma=1.5, ci_low=0.78,
+        ci_high=0.9, n_star=4000.0, kappa=0.55, tier=Tier.CAUTION_REQUIRED.value,
+        partial=False, confirmed_tier=Tier.PRACTICAL_STABILITY.value, window_n=5000,
+        confirmed_pass=None,
+    )  # fmt: skip
     kw.update(over)
-    exp.update_cell(model, metric, attribute, **kw)
+    result = CellResult(
+        model_id=model, metric=metric, attribute=attribute, threshold=0.8, direction=">=",
+        value=kw["value"], point_verdict="pass" if kw["point_pass"] else "fail", n_pass=380,
+        K=500, vfr=kw["vfr"], dominant_verdict="pass" if kw["dominant_pass"] else "fail",
+        sigma=kw["sigma"], mean=0.83, sd=0.02, ci_low=kw["ci_low"], ci_high=kw["ci_high"],
+        n_undefined=0, window_n=kw["window_n"], resample_n=kw["window_n"], groups_left_out=(),
+        groups_left_out_point=(),
+    )  # fmt: skip
+    tier = TierResult(Tier(kw["tier"]), (), (), ("axis3",) if kw["partial"] else ())
+    cp = kw["confirmed_pass"]
+    return CellEvaluation(
+        result=result, evaluation=1, tier=tier, confirmed_tier=kw["confirmed_tier"],
+        confirmed_verdict=None if cp is None else ("pass" if cp else "fail"),
+        n_star=kw["n_star"], kappa=kw["kappa"], evaluated_at="2026-01-01 00:00:00+00:00",
+        # the reliable verdict: the confirmed one unless a test says otherwise
+        reliable_verdict=kw.get("reliable_verdict",
+                                None if cp is None else ("pass" if cp else "fail")),
+    )  # fmt: skip
 
 
-def populate(exp: Exporter) -> None:
+def cell(st: State, model="xgb", metric="DI", attribute="race", **over) -> None:
+    st.cells[(model, metric, attribute)] = make_cell(model, metric, attribute, **over)
+
+
+def event(kind="verdict_flip", model="xgb", metric="DI", attribute="race", old="pass",
+          new="fail", confirmed=False, direction="pass_to_fail", axes=None,
+          before=None) -> CellEvent:  # fmt: skip
+    return CellEvent(kind, model, metric, attribute, old, new, confirmed, direction, 1,
+                     axes or {}, before or {})  # fmt: skip
+
+
+def explain(e: CellEvent) -> str:
+    """The service's explain with a DI-like pass rule (the store passes its config's)."""
+    return explain_event(e, Cutoffs(threshold=0.8, direction=">="))
+
+
+def new_exporter(version: str = "0.1.0", **kw) -> tuple[Exporter, State]:
+    st = State()
+    kw.setdefault("explain", explain)
+    return Exporter(version, state=st.snapshot, **kw), st
+
+
+def populate(exp: Exporter, st: State) -> None:
     """Touch every metric so the exposition holds at least one series of each."""
-    cell(exp, sigma=INF, n_star=INF, ci_low=NAN, confirmed_pass=True)
-    cell(exp, metric="SPD", partial=True, kappa=None, n_star=None, tier="Pending", tier_level=-1)
-    exp.record_event("verdict_flip", "xgb", "DI", "race", "pass", "fail", False, "pass_to_fail")
-    exp.record_event(
-        "tier_change", "xgb", "DI", "race", "Practical-Stability", "Caution-Required", True, "x"
-    )
-    exp.update_groups("xgb", "race", {"0": (10, 0.2), "1": (11, 0.5), "2": (500, 0.4)})
-    exp.ingest("scored", 100, 3, {"out_of_range:score": 2, "unknown_code:race": 1})
-    exp.set_lag("scored", {0: 12, 1: 0})
-    exp.window("xgb", 5000)
-    exp.evaluation("xgb", 1.7, 1_760_000_000.0)
-    exp.old_events("xgb", 4)
-    exp.job("axis2", "success", 12.5, 1_760_000_100.0)
-    exp.job("axis3", "failure", 2.0, 1_760_000_200.0)
-    exp.model_health("xgb", 0.81, 0.77)
-    exp.drift("xgb", "DI", "race")
+    cell(st, sigma=INF, n_star=INF, ci_low=NAN, confirmed_pass=True)
+    cell(st, metric="SPD", partial=True, kappa=None, n_star=None, tier="Pending")
+    exp.count_event(event(), 5000)
+    exp.count_event(
+        event("tier_change", old="Practical-Stability", new="Caution-Required", confirmed=True,
+              direction="downgrade"), 5000,
+    )  # fmt: skip
+    st.model("xgb", window_records=5000, auroc=0.81, accuracy=0.77, last_evaluation_at=1.76e9)
+    st.groups("xgb", "race", {"0": (10, 0.2), "1": (11, 0.5), "2": (500, 0.4)})
+    exp.count_batch("scored", 100, 3, {"out_of_range:score": 2, "unknown_code:race": 1})
+    st.lag["scored"] = {0: 12, 1: 0}
+    exp.count_evaluation("xgb", 1.7)
+    exp.count_old_events("xgb", 4)
+    exp.record_job("axis2", "success", 12.5, 1_760_000_100.0)
+    exp.record_job("axis3", "failure", 2.0, 1_760_000_200.0)
+    exp.count_drift("xgb", "DI", "race", 5000)
+    exp.count_observer_failure()
 
 
 def samples(text: str | bytes, name: str) -> dict[frozenset, float]:
@@ -169,6 +244,9 @@ class FakeView:
             }
         ]
 
+    def status_page(self) -> str:
+        return "<!doctype html><title>status</title>"
+
     def events(self, limit: int, since_id: int | None) -> list[dict]:
         self.calls.append(("events", limit, since_id))
         return [{"id": 7, "kind": "verdict_flip", "axes": {"vfr": NAN, "n_star": INF}}]
@@ -182,8 +260,8 @@ class FakeView:
 
 @pytest.fixture
 def api():
-    exp = Exporter("0.1.0")
-    populate(exp)
+    exp, st = new_exporter()
+    populate(exp, st)
     view = FakeView()
     server = serve(exp, view, port=0)
     try:
@@ -192,14 +270,16 @@ def api():
         server.close()
 
 
-def fetch(server, path: str, method: str = "GET") -> tuple[int, dict, bytes]:
+
+def fetch(server, path: str, method: str = "GET") -> tuple[int, Message, bytes]:
+    """(status, headers, body); header names are case-insensitive, as HTTP has them."""
     req = urllib.request.Request(server.url + path, method=method)
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, dict(r.headers), r.read()
+            return r.status, r.headers, r.read()
     except urllib.error.HTTPError as e:
         with e:
-            return e.code, dict(e.headers), e.read()
+            return e.code, e.headers, e.read()
 
 
 def strict_json(body: bytes):
@@ -213,8 +293,8 @@ def strict_json(body: bytes):
 
 # ----------------------------------------------------------------------------- exporter
 def test_every_metric_has_the_documented_type_and_labels():
-    exp = Exporter("0.1.0")
-    populate(exp)
+    exp, st = new_exporter()
+    populate(exp, st)
     text = exp.render().decode()
     families = {}
     for f in text_string_to_metric_families(text):
@@ -231,8 +311,8 @@ def test_every_metric_has_the_documented_type_and_labels():
 
 
 def test_cell_values_and_non_finite_choices():
-    exp = Exporter("0.1.0")
-    cell(exp, sigma=INF, n_star=INF, ci_low=NAN, kappa=None, confirmed_tier=None)
+    exp, st = new_exporter()
+    cell(st, sigma=INF, n_star=INF, ci_low=NAN, kappa=None, confirmed_tier=None)
     text = exp.render()
     assert value(text, "vfr_cell_value", **DI) == pytest.approx(0.83)
     assert value(text, "vfr_cell_vfr", **DI) == pytest.approx(0.24)
@@ -244,25 +324,27 @@ def test_cell_values_and_non_finite_choices():
     assert value(text, "vfr_cell_confirmed_tier_level", **DI) is None
     assert value(text, "vfr_cell_tier_level", **DI) == 1
 
-    cell(exp, dominant_pass=False, kappa=0.3, confirmed_tier="High-Variance", partial=True)
+    cell(st, dominant_pass=False, kappa=0.3, confirmed_tier="High-Variance", partial=True)
     text = exp.render()
     assert value(text, "vfr_cell_dominant_pass", **DI) == 0
     assert value(text, "vfr_cell_kappa", **DI) == pytest.approx(0.3)
     assert value(text, "vfr_cell_confirmed_tier_level", **DI) == 2
     assert value(text, "vfr_cell_partial", **DI) == 1
     assert value(text, "vfr_cell_confirmed_pass", **DI) is None  # no confirmed verdict yet
-    cell(exp, confirmed_pass=False)
+    cell(st, confirmed_pass=False)
     assert value(exp.render(), "vfr_cell_confirmed_pass", **DI) == 0
-    cell(exp, confirmed_pass=True)
+    cell(st, confirmed_pass=True)
     assert value(exp.render(), "vfr_cell_confirmed_pass", **DI) == 1
-    cell(exp, kappa=None)
+    cell(st, confirmed_pass=True, reliable_verdict="fail")
+    assert value(exp.render(), "vfr_cell_reliable_pass", **DI) == 0  # its own gauge
+    cell(st, kappa=None)
     assert value(exp.render(), "vfr_cell_kappa", **DI) is None  # result withdrawn: gone
 
 
 def test_tier_enum_has_exactly_one_current_tier():
-    exp = Exporter("0.1.0")
+    exp, st = new_exporter()
     for tier in Tier:
-        cell(exp, tier=tier.value, tier_level=tier.level)
+        cell(st, tier=tier.value)
         series = samples(exp.render(), "vfr_cell_tier")
         assert len(series) == len(Tier) == 5
         ones = [dict(k)["tier"] for k, v in series.items() if v == 1]
@@ -271,41 +353,43 @@ def test_tier_enum_has_exactly_one_current_tier():
         assert value(exp.render(), "vfr_cell_tier_level", **DI) == tier.level
 
 
-def test_inconsistent_tier_level_and_unknown_tier_are_refused():
-    exp = Exporter("0.1.0")
-    with pytest.raises(ValueError):
-        cell(exp, tier="High-Variance", tier_level=1)
-    with pytest.raises(ValueError):
-        cell(exp, tier="Mostly-Fine", tier_level=1)
+def test_a_cell_the_exporter_cannot_label_does_not_cost_the_others_their_series():
+    exp, st = new_exporter()
+    cell(st, model="a b")  # not an identifier: left out at scrape time
+    cell(st, model="xgb")
+    text = exp.render()
+    assert value(text, "vfr_cell_vfr", **DI) == pytest.approx(0.24)
+    assert 'model="a b"' not in text.decode()
 
 
 def test_event_counters_increase_per_state():
-    exp = Exporter("0.1.0")
-    cell(exp)
+    exp, st = new_exporter()
+    cell(st)
     flip = dict(DI, direction="pass_to_fail", state="raw")
     for expected in (1, 2, 3):
-        exp.record_event("verdict_flip", "xgb", "DI", "race", "pass", "fail", False, "pass_to_fail")
+        exp.count_event(event(), 5000)
         assert value(exp.render(), "vfr_verdict_flips_total", **flip) == expected
-    exp.record_event("verdict_flip", "xgb", "DI", "race", "pass", "fail", True, "pass_to_fail")
+    exp.count_event(event(confirmed=True), 5000)
     assert value(exp.render(), "vfr_verdict_flips_total", **dict(flip, state="confirmed")) == 1
-    exp.record_event("tier_change", "xgb", "DI", "race", "Pending", "High-Variance", False, "p")
+    exp.count_event(event("tier_change", old="Pending", new="High-Variance", direction="p"), 5000)
     change = dict(DI, from_tier="Pending", to_tier="High-Variance", state="raw")
     assert value(exp.render(), "vfr_tier_changes_total", **change) == 1
     with pytest.raises(ValueError):
-        exp.record_event("verdict_flip", "xgb", "DI", "race", "pass", "fail", False, "sideways")
+        exp.count_event(event(direction="sideways"), 5000)
     with pytest.raises(ValueError):
-        exp.record_event("mood_swing", "xgb", "DI", "race", "a", "b", False, "pass_to_fail")
+        exp.count_event(event("mood_swing", old="a", new="b"), 5000)
 
-    exp.ingest("scored", 5, 1, {"missing:score": 2})
-    exp.ingest("scored", 5, 0, {"missing:score": 1})
+    exp.count_batch("scored", 5, 1, {"missing:score": 2})
+    exp.count_batch("scored", 5, 0, {"missing:score": 1})
     text = exp.render()
     assert value(text, "vfr_ingest_records_total", source="scored", state="accepted") == 10
     assert value(text, "vfr_ingest_records_total", source="scored", state="duplicate") == 1
     assert value(text, "vfr_ingest_records_total", source="scored", state="rejected") == 3
     assert value(text, "vfr_ingest_rejected_total", source="scored", reason="missing:score") == 3
 
-    exp.evaluation("xgb", 0.5, 100.0)
-    exp.evaluation("xgb", 2.0, 200.0)
+    exp.count_evaluation("xgb", 0.5)
+    exp.count_evaluation("xgb", 2.0)
+    st.model("xgb", last_evaluation_at=200.0)
     text = exp.render()
     assert value(text, "vfr_evaluations_total", model="xgb") == 2
     assert value(text, "vfr_evaluation_duration_seconds_count", model="xgb") == 2
@@ -313,31 +397,95 @@ def test_event_counters_increase_per_state():
     assert value(text, "vfr_last_evaluation_timestamp_seconds", model="xgb") == 200.0
 
 
+def test_last_confirmed_event_sentence_is_one_series_per_cell_and_kind():
+    """The alert annotations quote vfr_cell_last_event_info's explanation label: the
+    latest confirmed event's sentence, the older one's series removed (bounded labels)."""
+    exp, st = new_exporter()
+    cell(st)
+    info = "vfr_cell_last_event_info"
+
+    def sentences(text) -> dict[tuple[str, str], str]:
+        out = {}
+        for labels, v in samples(text, info).items():
+            d = dict(labels)
+            assert v == 1 and (d["kind"], d["metric"]) not in out  # one series per cell, kind
+            out[(d["kind"], d["metric"])] = d["explanation"]
+        return out
+
+    exp.count_event(event(), 5000)  # a raw flip has no sentence
+    assert sentences(exp.render()) == {}
+    down = event("tier_change", old="Practical-Stability", new="Caution-Required",
+                 confirmed=True, direction="downgrade", axes={"value": 0.81, "vfr": 0.19},
+                 before={"value": 0.86, "vfr": 0.04})  # fmt: skip
+    exp.count_event(down, 5000)
+    first = ("DI by race moved from Stable to Caution: VFR rose from 0.04 to 0.19 (above "
+             "0.10) as the value fell to 0.81, 0.01 from the threshold 0.80.")  # fmt: skip
+    assert sentences(exp.render()) == {("tier_change", "DI"): first}
+    flip = event(confirmed=True, axes={"value": 0.78, "vfr": 0.02}, before={"value": 0.81})
+    exp.count_event(flip, 5000)
+    up = event("tier_change", old="Caution-Required", new="Practical-Stability",
+               confirmed=True, direction="upgrade", axes={"value": 0.9, "vfr": 0.0},
+               before={"value": 0.81, "vfr": 0.19})  # fmt: skip
+    for _ in range(3):  # the same event again changes nothing
+        exp.count_event(up, 5000)
+    text = exp.render()
+    got = sentences(text)
+    assert got == {
+        ("verdict_flip", "DI"): "DI by race flipped from pass to fail: the value fell to "
+        "0.78, 0.02 from the threshold 0.80; VFR 0.02.",
+        ("tier_change", "DI"): "DI by race moved from Caution to Stable: VFR fell from 0.19 "
+        "to 0.00 (at or below 0.10) as the value rose to 0.90, 0.10 from the threshold 0.80.",
+    }
+    assert first not in text.decode()  # the older sentence's series is gone
+    # another cell has its own series; removing the model drops them all
+    exp.count_event(event(metric="SPD", confirmed=True), 5000)
+    assert len(sentences(exp.render())) == 3
+    exp.remove_model("xgb")
+    assert sentences(exp.render()) == {}
+    exp.count_event(flip, 5000)  # and they come back cleanly
+    assert len(sentences(exp.render())) == 1
+
+
+def test_no_sentence_without_an_explain_function_or_with_a_bad_one():
+    exp, _ = new_exporter(explain=None)
+    exp.count_event(event(confirmed=True), 5000)
+    assert samples(exp.render(), "vfr_cell_last_event_info") == {}
+    for bad in ("two\nlines", "", "x" * 601):
+        exp, _ = new_exporter(explain=lambda e, bad=bad: bad)
+        with pytest.raises(ValueError, match="explanation"):
+            exp.count_event(event(confirmed=True), 5000)
+        assert samples(exp.render(), "vfr_cell_last_event_info") == {}
+        # the event itself was counted before the sentence was refused
+        assert value(exp.render(), "vfr_verdict_flips_total", **DI, direction="pass_to_fail",
+                     state="confirmed") == 1  # fmt: skip
+
+
 def test_jobs_lag_health_window():
-    exp = Exporter("0.1.0")
-    exp.job("axis2", "success", 3.0, 1000.0)
-    exp.job("axis2", "failure", 4.0, 2000.0)
-    exp.job("axis2", "skipped", None, 3000.0)
+    exp, st = new_exporter()
+    exp.record_job("axis2", "success", 3.0, 1000.0)
+    exp.record_job("axis2", "failure", 4.0, 2000.0)
+    exp.record_job("axis2", "skipped", None, 3000.0)
     text = exp.render()
     for state in ("success", "failure", "skipped"):
         assert value(text, "vfr_job_runs_total", task="axis2", state=state) == 1
     assert value(text, "vfr_job_duration_seconds", task="axis2") == 4.0  # skipped: no duration
     assert value(text, "vfr_job_last_success_timestamp_seconds", task="axis2") == 1000.0
     with pytest.raises(ValueError):
-        exp.job("axis2", "exploded", 1.0, 1.0)
+        exp.record_job("axis2", "exploded", 1.0, 1.0)
 
-    exp.set_lag("scored", {0: 10, 1: 5, 2: 0})
-    exp.set_lag("scored", {0: 3, 2: -1})  # partition 1 revoked, 2 unknown
+    st.lag["scored"] = {0: 10, 1: 5, 2: 0}
+    st.lag["scored"] = {0: 3, 2: -1}  # partition 1 revoked, 2 unknown
     lag = samples(exp.render(), "vfr_consumer_lag_messages")
     assert lag == {frozenset({"source": "scored", "partition": "0"}.items()): 3}
 
-    exp.model_health("xgb", 0.8, 0.7)
-    exp.model_health("xgb", None, NAN)
+    st.model("xgb", auroc=0.8, accuracy=0.7)
+    assert value(exp.render(), "vfr_model_rolling_auroc", model="xgb") == pytest.approx(0.8)
+    st.model("xgb", auroc=None, accuracy=NAN)
     text = exp.render()
     assert value(text, "vfr_model_rolling_auroc", model="xgb") is None
     assert value(text, "vfr_model_rolling_accuracy", model="xgb") is None
-    exp.window("xgb", 1234)
-    exp.old_events("xgb", 2)
+    st.model("xgb", window_records=1234)
+    exp.count_old_events("xgb", 2)
     text = exp.render()
     assert value(text, "vfr_window_records", model="xgb") == 1234
     assert value(text, "vfr_old_events_total", model="xgb") == 2
@@ -358,72 +506,80 @@ def groups_of(text, model="xgb", attribute="race") -> dict[str, tuple[float, flo
 
 def test_group_suppression_threshold_is_eleven_records():
     assert MIN_EXPORT_RECORDS == 11
-    exp = Exporter("0.1.0")
-    exp.update_groups("xgb", "race", {"0": (10, 0.3), "1": (11, 0.5), "2": (0, NAN)})
+    exp, st = new_exporter()
+    st.groups("xgb", "race", {"0": (10, 0.3), "1": (11, 0.5), "2": (0, NAN)})
     text = exp.render().decode()
     assert groups_of(text) == {"1": (11, 0.5)}
     assert 'group="0"' not in text and 'group="2"' not in text
 
 
 def test_group_dropping_below_threshold_disappears():
-    exp = Exporter("0.1.0")
-    exp.update_groups("xgb", "race", {"0": (20, 0.3), "1": (40, 0.6)})
+    exp, st = new_exporter()
+    st.groups("xgb", "race", {"0": (20, 0.3), "1": (40, 0.6)})
     assert set(groups_of(exp.render())) == {"0", "1"}
-    exp.update_groups("xgb", "race", {"0": (5, 0.2), "1": (40, 0.6)})
+    st.groups("xgb", "race", {"0": (5, 0.2), "1": (40, 0.6)})
     text = exp.render().decode()
     assert groups_of(text) == {"1": (40, 0.6)}
     assert 'group="0"' not in text  # removed, not set to 0 or NaN
-    exp.update_groups("xgb", "race", {"1": (40, 0.6)})  # group no longer reported at all
-    exp.update_groups("xgb", "race", {})
+    st.groups("xgb", "race", {})
     assert groups_of(exp.render()) == {}
-    exp.update_groups("xgb", "race", {"0": (11, 0.1)})  # and back once large enough
+    st.groups("xgb", "race", {"0": (11, 0.1)})  # and back once large enough
     assert groups_of(exp.render()) == {"0": (11, 0.1)}
 
 
 def test_small_window_cell_exports_nothing_per_cell():
-    exp = Exporter("0.1.0")
-    cell(exp, metric="DI", window_n=MIN_EXPORT_RECORDS - 1)
-    cell(exp, metric="SPD", window_n=MIN_EXPORT_RECORDS)
-    exp.record_event("verdict_flip", "xgb", "DI", "race", "pass", "fail", False, "pass_to_fail")
-    exp.drift("xgb", "DI", "race")
+    exp, st = new_exporter()
+    cell(st, metric="DI", window_n=MIN_EXPORT_RECORDS - 1)
+    cell(st, metric="SPD", window_n=MIN_EXPORT_RECORDS)
+    exp.count_event(event(), MIN_EXPORT_RECORDS - 1)
+    exp.count_event(event(confirmed=True), MIN_EXPORT_RECORDS - 1)  # no sentence either
+    exp.count_drift("xgb", "DI", "race", MIN_EXPORT_RECORDS - 1)
     text = exp.render().decode()
     assert 'metric="DI"' not in text
     assert value(text, "vfr_cell_vfr", model="xgb", metric="SPD", attribute="race") is not None
 
-    # A cell that was exported and then shrinks loses every per-cell series.
-    cell(exp, metric="SPD", window_n=500)
-    exp.record_event("verdict_flip", "xgb", "SPD", "race", "pass", "fail", False, "pass_to_fail")
-    exp.drift("xgb", "SPD", "race")
+    # A cell that was exported and then shrinks loses every per-cell state series.
+    cell(st, metric="SPD", window_n=500)
     assert 'metric="SPD"' in exp.render().decode()
-    cell(exp, metric="SPD", window_n=5)
-    assert 'metric="SPD"' not in exp.render().decode()
+    cell(st, metric="SPD", window_n=5)
+    assert "vfr_cell_vfr{" not in exp.render().decode()
+
+
+def test_small_model_exports_no_window_size_or_health():
+    exp, st = new_exporter()
+    st.model("tiny", window_records=MIN_EXPORT_RECORDS - 1, auroc=1.0, accuracy=0.75)
+    st.model("xgb", window_records=MIN_EXPORT_RECORDS, auroc=0.8, accuracy=0.7)
+    text = exp.render().decode()
+    assert 'model="tiny"' not in text
+    assert value(text, "vfr_window_records", model="xgb") == MIN_EXPORT_RECORDS
 
 
 # ----------------------------------------------------------------------------- cardinality
 def test_label_values_are_bounded_identifiers():
-    exp = Exporter("0.1.0")
+    exp, st = new_exporter()
     for bad in ("John Smith, MRN 12345", "", "x" * 65, "a\nb", 'q"uote'):
         with pytest.raises(ValueError) as info:
-            cell(exp, model=bad)
+            exp.count_event(event(model=bad), 5000)
         assert bad not in str(info.value) or not bad  # the value is never echoed
         with pytest.raises(ValueError):
-            exp.update_groups("xgb", "race", {bad: (50, 0.5)})
-        with pytest.raises(ValueError):
-            exp.job(bad, "success", 1.0, 1.0)
+            exp.record_job(bad, "success", 1.0, 1.0)
+        cell(st, model=bad)  # state items with such labels never reach the exposition
+        st.groups("xgb", "race", {bad: (50, 0.5)})
+    text = exp.render().decode()
+    assert "MRN" not in text and "uote" not in text and "xxxxx" not in text
     # Configured group codes may be any short printable text; nothing else passes.
-    exp = Exporter("0.1.0", group_codes=["<50", "African American"])
-    exp.update_groups("m", "age_group", {"<50": (50, 0.5)})
-    exp.update_groups("m", "race", {"African American": (50, 0.5)})
-    assert ("m", "age_group", "<50") in {
+    exp, st = new_exporter(group_codes=["<50", "African American"])
+    st.groups("m", "age_group", {"<50": (50, 0.5)})
+    st.groups("m", "race", {"African American": (50, 0.5), "John Smith, MRN 12345": (50, 0.5)})
+    st.groups("m", "sex", {"<60": (50, 0.5)})
+    got = {
         (d["model"], d["attribute"], d["group"])
         for d in (dict(k) for k in samples(exp.render(), "vfr_group_records"))
     }
-    for bad in ("John Smith, MRN 12345", "<60"):
-        with pytest.raises(ValueError):
-            exp.update_groups("m", "race", {bad: (50, 0.5)})
+    assert got == {("m", "age_group", "<50"), ("m", "race", "African American")}
     # Reasons: free text becomes "other", and at most MAX_REASONS distinct codes exist.
     for i in range(3 * MAX_REASONS):
-        exp.ingest("scored", 0, 0, {f"missing:field{i}": 1, f"free text {i}": 1})
+        exp.count_batch("scored", 0, 0, {f"missing:field{i}": 1, f"free text {i}": 1})
     reasons = {dict(k)["reason"] for k in samples(exp.render(), "vfr_ingest_rejected_total")}
     assert len(reasons) == MAX_REASONS + 1 and "other" in reasons
     total = sum(samples(exp.render(), "vfr_ingest_rejected_total").values())
@@ -431,11 +587,11 @@ def test_label_values_are_bounded_identifiers():
 
 
 def test_repeated_updates_do_not_grow_series_and_label_names_are_allowed():
-    exp = Exporter("0.1.0")
-    populate(exp)
+    exp, st = new_exporter()
+    populate(exp, st)
     before = len(exp.render().splitlines())
     for _ in range(50):
-        populate(exp)
+        populate(exp, st)
     assert len(exp.render().splitlines()) == before
     for family in text_string_to_metric_families(exp.render().decode()):
         assert family.name.startswith("vfr_")
@@ -444,22 +600,24 @@ def test_repeated_updates_do_not_grow_series_and_label_names_are_allowed():
 
 
 def test_remove_model_drops_only_that_model():
-    exp = Exporter("0.1.0")
-    populate(exp)
-    cell(exp, model="lgbm")
-    exp.window("lgbm", 10)
+    exp, st = new_exporter()
+    populate(exp, st)
+    cell(st, model="lgbm")
+    st.model("lgbm", window_records=10)
     exp.remove_model("xgb")
+    del st.models["xgb"]
+    st.cells = {k: v for k, v in st.cells.items() if k[0] != "xgb"}
     text = exp.render().decode()
     assert 'model="xgb"' not in text
     assert value(text, "vfr_cell_vfr", model="lgbm", metric="DI", attribute="race") is not None
     assert value(text, "vfr_ingest_records_total", source="scored", state="accepted") == 100
-    populate(exp)  # a redeployed model starts again cleanly
+    populate(exp, st)  # a redeployed model starts again cleanly
     assert 'model="xgb"' in exp.render().decode()
 
 
 def test_registries_are_private():
-    a, b = Exporter("0.1.0"), Exporter("0.2.0")  # same names twice: no clash
-    populate(a)
+    (a, sa), (b, _) = new_exporter("0.1.0"), new_exporter("0.2.0")  # same names twice
+    populate(a, sa)
     assert b"vfr_cell_vfr{" not in b.render()
     assert value(b.render(), "vfr_build_info", version="0.2.0") == 1
     assert value(b.render(), "vfr_up") == 1
@@ -606,7 +764,9 @@ def test_windows_route_and_parameters(api):
 
 def test_unknown_routes_and_methods(api):
     server, _exp, _view = api
-    for path in ("/", "/metrics/", "/api", "/api/cells/x", "/SECRETVALUE", "/../etc/passwd"):
+    status, headers, body = fetch(server, "/")
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    for path in ("/metrics/", "/api", "/api/cells/x", "/SECRETVALUE", "/../etc/passwd"):
         status, headers, body = fetch(server, path)
         assert status == 404, path
         assert strict_json(body) == {"error": "not found"}

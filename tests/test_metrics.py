@@ -14,9 +14,9 @@ from fairlearn.metrics import (
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from monitor.counts import CountTable
-from monitor.metrics import METRICS, Tallies, passes, tallies_from_table
-from monitor.metrics_reference import metric_from_records
+from monitor.core.counts import CountTable
+from monitor.core.metrics import METRICS, Tallies, passes, tallies_from_table
+from monitor.reference.metrics import metric_from_records
 from tests.conftest import cohorts
 
 
@@ -24,9 +24,9 @@ def _point(name, cohort, min_support):
     groups, g, y, d, s = cohort
     t = CountTable.from_records(groups, g, y, d, s)
     support = t.group_counts() >= min_support
-    fast = float(METRICS[name](tallies_from_table(t), support))
+    fast = float(METRICS[name](tallies_from_table(t), support, min_support))
     included = [i for i in range(len(groups)) if support[i]]
-    slow = metric_from_records(name, g, y, d, s, included)
+    slow = metric_from_records(name, g, y, d, s, included, min_support=min_support)
     return fast, slow
 
 

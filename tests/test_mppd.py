@@ -19,16 +19,20 @@ from batch_axes.mppd import (
     _slab_bounds,
     individual_fairness_gap,
     matched_pairs,
-    matched_pairs_all_pairs,
     mppd_pairwise,
+    mppd_reference,
+    scale_features,
+    unit_rows,
+)
+from monitor.bench.synthetic import (
+    synthetic_similarity_cohort,
+)
+from monitor.reference.mppd import (
+    matched_pairs_all_pairs,
     mppd_pairwise_all_pairs,
     mppd_pairwise_loop,
-    mppd_reference,
     mppd_reference_all_pairs,
     mppd_reference_loop,
-    scale_features,
-    synthetic_similarity_cohort,
-    unit_rows,
 )
 
 REPEATABLE = settings(

@@ -12,15 +12,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from monitor.axes_runner import run_axis1
+from consumers.base import (
+    Origin,
+)
+from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
-from monitor.pipeline import Origin, Pipeline
-from monitor.store import Store
-from monitor.synthetic import synthetic_window
-from monitor.tables import tables_from_frame
+from monitor.core.axis1 import run_axis1
+from monitor.core.tables import tables_from_frame
+from monitor.stream.pipeline import (
+    Pipeline,
+)
+from monitor.stream.store import Store
 
 CFG = config_from_mapping(
-    {"window": {"size": 1500, "hop_records": 400, "hop_seconds": 0}, "axis1": {"K": 120}}
+    {
+        "window": {"size": 1500, "hop_records": 400, "hop_seconds": 0},
+        "axis1": {"K": 120},
+        "models": [{"id": "model-00"}, {"id": "model-01"}, {"id": "model-02"}],
+    }
 )
 
 
@@ -54,7 +63,7 @@ def test_every_evaluation_equals_the_offline_engine(tmp_path):
     assert sorted(wr["window_end_count"].unique()) == [400, 800, 1200, 1600, 2000]
     for (model, evaluation), rows in wr.groupby(["model_id", "evaluation"]):
         end = int(rows["window_end_count"].iloc[0])
-        records = store.records(model, upto_count=end, last_n=CFG.window.size).assign(
+        records = store.window_records(model, end_count=end, last_n=CFG.window.size).assign(
             model_id=model
         )
         offline = run_axis1(tables_from_frame(records, CFG), CFG, int(rows["seed"].iloc[0]))
@@ -153,7 +162,7 @@ def test_a_reload_that_fails_part_way_is_finished_before_the_next_batch(tmp_path
     _feed(pipe, payloads[:999])
     # Faults we cannot cause on demand: the batch's write fails, then so does the first
     # read of the reload that follows.
-    write, read = store.write_evaluations, store.records
+    write, read = store.write_evaluations, store.window_records
     fail = {"write": 1, "read": 1}
 
     def failing_write(*a, **k):
@@ -169,7 +178,7 @@ def test_a_reload_that_fails_part_way_is_finished_before_the_next_batch(tmp_path
         return read(*a, **k)
 
     monkeypatch.setattr(store, "write_evaluations", failing_write)
-    monkeypatch.setattr(store, "records", failing_read)
+    monkeypatch.setattr(store, "window_records", failing_read)
     chunk = payloads[999:1332]
     with pytest.raises(MemoryError):
         pipe.ingest_batch(chunk, [Origin("t", 0, 999 + k) for k in range(len(chunk))])
@@ -253,7 +262,7 @@ def test_evaluations_lost_in_the_worker_are_recomputed_at_restart(tmp_path):
 def test_stacked_worker_evaluations_equal_one_model_at_a_time():
     import pickle
 
-    from monitor.eval_worker import _axis1_many
+    from monitor.stream.eval_worker import _axis1_many
 
     df = synthetic_window(1500, models=3, seed=5)
     tables = tables_from_frame(df, CFG)
@@ -281,3 +290,21 @@ def test_key_hash_hits_are_checked_against_the_table(tmp_path, monkeypatch):
     pipe.close()
     assert store.counts()["discharges"] == ref.counts()["discharges"] == 1200
     pd.testing.assert_frame_equal(_results(ref), _results(store))
+
+
+def test_events_record_the_decision_rule_in_force(tmp_path):
+    """An intervention's thresholds change the decisions; every event says which rule held."""
+    raw = CFG.model_dump()
+    model = _payloads(n=20, models=1)[0]
+    model_id = json.loads(model)["model_id"]
+    raw["decision"] = {"threshold": 0.5, "per_group": {model_id: {"sex": {"1": 0.45}}}}
+    shifted = config_from_mapping(raw)
+    ids = set()
+    for name, cfg in (("plain", CFG), ("shifted", shifted)):
+        store = Store(tmp_path / f"{name}.duckdb", cfg)
+        _feed(Pipeline(cfg, store), _payloads(n=1200, models=1))
+        got = store.cursor().execute("SELECT DISTINCT decision_config FROM events").fetchall()
+        assert got == [(cfg.decision_id(),)]
+        ids.add(cfg.decision_id())
+        store.close()
+    assert len(ids) == 2

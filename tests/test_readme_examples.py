@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from monitor.cli import main
-from monitor.datasets.texas100x import PAT_AGE_CODES
+from monitor.data.datasets.texas100x import PAT_AGE_CODES
 from tests.test_texas100x import _clean_frame
 
 README = Path(__file__).resolve().parents[1] / "README.md"

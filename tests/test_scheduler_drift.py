@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from monitor.drift import CellDrift, DriftBook, ModelHealth, measure_cost, rank_auroc
-from monitor.scheduler import AxisScheduler, JobOutcome, JobSpec
+from monitor.core.drift import CellDrift, DriftBook, ModelHealth, measure_cost, rank_auroc
+from monitor.service.scheduler import AxisScheduler, JobOutcome, JobSpec
 
 TIMEOUT = 10.0
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor.config import MonitorConfig, config_from_mapping
-from monitor.schema import validate_frame, validate_record, validate_records
+from monitor.stream.schema import validate_frame, validate_record, validate_records
 
 CFG = MonitorConfig()
 GOOD = {

@@ -1,4 +1,4 @@
-"""The demo's scorer (monitor.scorer): training split, scored stream, model-update scenario.
+"""The demo's scorer (monitor.data.scorer): training split, scored stream, model-update scenario.
 
 Why these checks: the demo's story (a model update pushes one cell through its threshold)
 is only honest if the update touches exactly the model, group and period it names, the
@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from monitor import cli, cohort, scorer
+from monitor import cli
 from monitor.config import MonitorConfig, config_from_mapping
-from monitor.schema import validate_records
+from monitor.data import cohort, scorer
+from monitor.stream.schema import validate_records
 
 SEED = 3
 N = 30_000
@@ -117,7 +118,7 @@ def test_same_seed_same_stream() -> None:
 
 
 def test_diabetes130_stream_has_no_sites_and_validates() -> None:
-    from monitor.datasets.diabetes130 import load_diabetes130
+    from monitor.data.datasets.diabetes130 import load_diabetes130
 
     ds = load_diabetes130()
     s = scorer.dataset_stream(ds, seed=0)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from consumers.base import (
+    Origin,
+)
+from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
-from monitor.pipeline import Origin
-from monitor.service import MonitorService
-from monitor.synthetic import synthetic_window
+from monitor.service.app import MonitorService
 
 CFG = config_from_mapping(
     {
@@ -20,6 +23,7 @@ CFG = config_from_mapping(
         "axis2": {"sizes": [500, 1000, 2000], "R": 10},
         "axis3": {"folds": 5},
         "equilense": {"features": []},
+        "models": [{"id": "model-00"}],
     }
 )
 
@@ -35,8 +39,8 @@ def _feed(service, n, seed, start=0):
     service.pipeline.flush()
 
 
-def _get(url):
-    with urllib.request.urlopen(url, timeout=5) as r:
+def _get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.status, r.read()
 
 
@@ -66,11 +70,35 @@ def test_tiers_are_pending_until_the_slow_axes_ran_then_real(service):
     status, body = _get(service.api.url + "/api/windows?model=model-00&metric=DI&attribute=race")
     history = json.loads(body)
     assert status == 200 and [h["evaluation"] for h in history] == [3, 2, 1]
+    # every tier change that left Pending is explained in a sentence naming the axes
+    events = json.loads(_get(service.api.url + "/api/events?limit=1000")[1])
+    left_pending = [e for e in events if e["kind"] == "tier_change" and e["old"] == "Pending"]
+    assert left_pending
+    for e in left_pending:
+        assert e["explanation"].startswith(f"{e['metric']} by {e['attribute']} moved from Pending")
+        assert "arrived at" in e["explanation"] and e["axes_before"]
+    # the governance report, live at /, drawn from the service's own DuckDB file
+    status, page = _get(service.api.url + "/", timeout=120)  # drawn in seconds, not ms
+    assert status == 200 and b"model-00" in page and b"<svg" in page
+    assert not re.search(rb"(src|href)\s*=\s*[\"']?https?:", page)  # self-contained
     # /metrics shows one tier per cell and the job runs
     families = {f.name: f for f in text_string_to_metric_families(
         _get(service.api.url + "/metrics")[1].decode())}  # fmt: skip
     tier_ones = [s for s in families["vfr_cell_tier"].samples if s.value == 1]
     assert len(tier_ones) == 28
+    # each confirmed event's sentence, for the alert annotations (one series a cell and kind)
+    sentences = {
+        (s.labels["metric"], s.labels["attribute"], s.labels["kind"]): s.labels["explanation"]
+        for s in families["vfr_cell_last_event_info"].samples
+    }
+    confirmed = [e for e in events if e["confirmed"]]
+    assert confirmed and len(sentences) == len(
+        {(e["metric"], e["attribute"], e["kind"]) for e in confirmed}
+    )
+    for e in confirmed:
+        assert sentences[(e["metric"], e["attribute"], e["kind"])].startswith(
+            f"{e['metric']} by {e['attribute']}"
+        )
     samples = families["vfr_job_runs"].samples
     runs = {(s.labels["task"], s.labels["state"]): s.value for s in samples}
     assert runs[("axis2", "success")] == 1 and runs[("axis3", "success")] == 1
@@ -83,7 +111,7 @@ def test_a_failing_job_is_contained_and_counted(service, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("secret record value 0.1234")
 
-    monkeypatch.setattr("monitor.service.run_axis2", boom)
+    monkeypatch.setattr("monitor.service.app.run_axis2", boom)
     outcome = service.scheduler.run_now_blocking("axis2")
     assert outcome.state == "failure" and outcome.error_kind == "RuntimeError"
     text = _get(service.api.url + "/metrics")[1].decode()
@@ -114,7 +142,7 @@ def test_retention_deletes_only_what_is_past_its_age(tmp_path):
     cfg = config_from_mapping(
         {"service": {"retention_discharge_days": 100, "retention_result_days": 200,
                      "cohort_days": 90}, "window": {"hop_records": 1000, "hop_seconds": 0},
-         "axis1": {"K": 50}}
+         "axis1": {"K": 50}, "models": [{"id": "model-00"}]}
     )  # fmt: skip
     now = [1_800_000_000.0]  # a fixed wall clock: 2027-01-15
     s = MonitorService(cfg, db_path=str(tmp_path / "ret.duckdb"), http_port=0,
@@ -126,5 +154,40 @@ def test_retention_deletes_only_what_is_past_its_age(tmp_path):
         deleted = s.job_retention()
         assert deleted["discharges"] == 1000 and deleted["window_results"] == 0
         assert s.store.counts()["discharges"] == 0 and s.store.counts()["window_results"] == 28
+    finally:
+        s.close()
+
+
+def test_a_slow_scheduled_job_does_not_hold_back_hop_evaluations(tmp_path):
+    """Axis 2 made slow for real (R = 10,000 replicates, about 2 s here) runs in its thread
+    while hops arrive: hop evaluations are written while it runs, not queued behind it."""
+    import threading
+    import time
+
+    slow = CFG.model_copy(update={"axis2": CFG.axis2.model_copy(update={"R": 10_000})})
+    s = MonitorService(slow, db_path=str(tmp_path / "s.duckdb"), http_port=0,
+                       start_scheduler=False)  # fmt: skip
+    s.start()
+    try:
+        _feed(s, 4000, seed=5)
+        outcome = {}
+        job = threading.Thread(
+            target=lambda: outcome.update(o=s.scheduler.run_now_blocking("axis2"))
+        )
+        job.start()
+        hops_done: list[float] = []
+        start = 4000
+        while job.is_alive() and start < 40_000:
+            _feed(s, 1000, seed=100 + start, start=start)  # one hop, evaluated and written
+            hops_done.append(time.time())
+            start += 1000
+        job.join()
+        o = outcome["o"]
+        assert o.state == "success", o
+        during = [t for t in hops_done if o.started_at < t < o.started_at + o.duration_s]
+        # the job took o.duration_s; a job that held the hops back would leave `during` empty
+        assert len(during) >= 2, (o.duration_s, len(hops_done))
+        evaluations = s.store.window_results_frame()["evaluation"].max()
+        assert evaluations == 4 + len(hops_done)
     finally:
         s.close()

@@ -22,11 +22,22 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from consumers.kafka_source import _kafka, ensure_topic, produce_records
+from consumers.base import (
+    Origin,
+)
+from consumers.kafka_source import (
+    _kafka,
+)
+from consumers.kafka_tools import (
+    ensure_topic,
+    produce_records,
+)
+from monitor.bench.synthetic import synthetic_window
 from monitor.config import load_config
-from monitor.pipeline import Origin, Pipeline
-from monitor.store import Store
-from monitor.synthetic import synthetic_window
+from monitor.stream.pipeline import (
+    Pipeline,
+)
+from monitor.stream.store import Store
 from tests.kafka_fixtures import kafka_broker  # noqa: F401
 from tests.test_pipeline import _results
 
@@ -50,6 +61,12 @@ hop_records = 200
 hop_seconds = 0
 [axis1]
 K = 1500
+[[models]]
+id = "model-00"
+[[models]]
+id = "model-01"
+[[models]]
+id = "model-02"
 [kafka]
 bootstrap_servers = "{bootstrap}"
 topics = ["{topic}"]
@@ -152,3 +169,25 @@ def test_kill_9_mid_stream_then_restart_equals_uninterrupted(kafka_broker, tmp_p
     finally:
         admin.close()
         consumer.close()
+
+
+def test_a_topic_kept_shorter_than_the_horizon_stops_start_up(kafka_broker, tmp_path):  # noqa: F811
+    """A topic left at the broker's 7-day default cannot rebuild a 90-day cohort: the
+    service refuses to start and says which topic setting to change; "warn" lets it run."""
+    topic = f"short-{uuid.uuid4().hex[:8]}"
+    ensure_topic(kafka_broker, topic, partitions=1, retention_ms=7 * 86_400_000)
+    cfg = _config(tmp_path, kafka_broker, topic)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VFR_KAFKA")}
+    run = [str(VFR), "run", "--config", str(cfg), "--db", str(tmp_path / "s.duckdb"),
+           "--port", "0", "--no-scheduler"]  # fmt: skip
+    done = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert f"topic '{topic}' keeps records for 7 days (retention.ms=604800000)" in done.stderr
+    assert "90-day horizon" in done.stderr and "retention.ms=7776000000" in done.stderr
+
+    cfg.write_text(cfg.read_text() + 'retention_check = "warn"\n')
+    produce_records(kafka_broker, topic, _records(30, models=1))
+    done = subprocess.run([*run, "--max-messages", "30"], capture_output=True, text=True,
+                          env=env, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "keeps records for 7 days" in done.stdout + done.stderr  # the warning

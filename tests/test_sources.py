@@ -21,6 +21,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from consumers.base import (
+    Origin,
+    SinkRetriesExhaustedError,
+)
 from consumers.config import (
     EmbeddedConfig,
     KafkaConfig,
@@ -30,13 +34,13 @@ from consumers.config import (
 from consumers.embedded import EmbeddedSource
 from consumers.kafka_source import (
     KafkaSource,
-    Origin,
-    SinkRetriesExhaustedError,
+)
+from consumers.kafka_tools import (
     ensure_topic,
     produce_records,
 )
 from monitor.config import ConfigError, MonitorConfig
-from monitor.schema import validate_records
+from monitor.stream.schema import validate_records
 from tests.kafka_fixtures import kafka_broker  # noqa: F401
 
 with warnings.catch_warnings():
@@ -198,6 +202,77 @@ def test_failed_sink_call_commits_nothing_and_batch_is_redelivered(kafka_broker:
     assert len(delivered) == len(set(delivered)) == 300
     committed, end = offsets(kafka_broker, group, topic)
     assert committed == end
+
+
+def _contiguous(delivered: list[tuple[Origin, bytes | None]], end: dict[int, int]) -> None:
+    """Each partition's accepted messages: every offset once, in offset order."""
+    got = by_partition(delivered)
+    for partition, last in end.items():
+        assert got.get(partition, []) == list(range(last)), f"partition {partition}"
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_failures_with_a_batch_polled_ahead_skip_and_repeat_nothing(
+    kafka_broker: str,  # noqa: F811
+    prefetch: bool,
+) -> None:
+    """Failed calls while the next batch is already polled (prefetch): that batch's
+    partitions are rewound too, so the accepted batches hold every offset once, in order.
+    Every batch fails once (every even call), so a failure meets each partition boundary
+    (a batch polled ahead holding a partition the failed one does not)."""
+    topic = new_topic(kafka_broker)
+    produce_records(kafka_broker, topic, records(400))
+    cfg = config(kafka_broker, topic, max_batch=40, prefetch=prefetch)
+    sink = RecordingSink(fail_calls=set(range(2, 200, 2)))
+    stop = threading.Event()
+    timer = threading.Timer(60, stop.set)  # a skipped message would leave run waiting
+    timer.start()
+    with KafkaSource(cfg, sink) as source:
+        assert source.run(stop, max_messages=400) == 400
+        assert source.stats.sink_failures == source.stats.batches - 1  # all but the first
+    timer.cancel()
+    committed, end = offsets(kafka_broker, cfg.group_id, topic)
+    _contiguous(sink.delivered, end)
+    assert committed == end
+
+
+def test_the_next_batch_is_polled_while_the_sink_stores_one(kafka_broker: str) -> None:  # noqa: F811
+    """With prefetch the consumer's positions pass the batch in the sink during the call
+    (the next poll ran beside it); a stop then leaves that polled batch unhanded, and it is
+    rewound: the next run starts with it, nothing skipped."""
+    topic = new_topic(kafka_broker)
+    produce_records(kafka_broker, topic, records(300))
+    stop = threading.Event()
+    ahead: list[bool] = []
+
+    def during_call(call: int, origins: list[Origin]) -> None:
+        if call != 2:
+            return
+        last = {o.partition: o.offset for o in origins}
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # the prefetch poll runs on its own thread
+            with source._lock:
+                pos = {tp.partition: source._consumer.position(tp)
+                       for tp in source._consumer.assignment()}  # fmt: skip
+            if any(pos[p] > last.get(p, -1) + 1 for p in pos):
+                ahead.append(True)
+                break
+            time.sleep(0.02)
+        stop.set()
+
+    sink = RecordingSink(hook=during_call)
+    cfg = config(kafka_broker, topic, max_batch=30)
+    with KafkaSource(cfg, sink) as source:
+        assert source.run(stop) == 60  # two batches accepted, the polled third one not
+        assert ahead == [True]
+        again = threading.Event()
+        timer = threading.Timer(60, again.set)  # a skipped message would leave run waiting
+        timer.start()
+        assert source.run(again, max_messages=240) == 240
+        timer.cancel()
+    committed, end = offsets(kafka_broker, cfg.group_id, topic)
+    _contiguous(sink.delivered, end)
+    assert committed == end and sum(end.values()) == 300
 
 
 def test_persistently_failing_sink_raises_after_bounded_retries(kafka_broker: str) -> None:  # noqa: F811

@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 
 from monitor.config import DEFAULT_ATTRIBUTES, MonitorConfig
-from monitor.datasets import Dataset
-from monitor.datasets import texas100x as tx
-from monitor.datasets.texas100x import load_texas100x
-from monitor.schema import validate_frame, validate_records
+from monitor.data.datasets import Dataset
+from monitor.data.datasets import texas100x as tx
+from monitor.data.datasets.texas100x import load_texas100x
+from monitor.stream.schema import validate_frame, validate_records
 
 # The specification, written independently of the loader.
 RACE = {0: "0", 1: "1", 2: "2", 3: "3", 4: "4"}

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.events import CellTracker, Debounced, tier_direction
-from monitor.tiers import (
+from monitor.core.events import CellTracker, Debounced, ReliableVerdict, tier_direction
+from monitor.core.tiers import (
     NOT_APPLICABLE,
     Tier,
     axis1_fails,
@@ -108,3 +109,124 @@ def test_tier_direction():
     assert tier_direction("Caution-Required", "High-Variance") == "downgrade"
     assert tier_direction("High-Variance", "Practical-Stability") == "upgrade"
     assert tier_direction("Pending", "High-Variance") == "pending"
+
+
+# ----------------------------------------------------------------------------- explanations
+def test_events_carry_the_axes_before_the_change():
+    from monitor.core.events import CellTracker
+
+    tr = CellTracker("m", "DI", "sex", confirm_windows=2)
+    axes = [{"value": v, "vfr": f} for v, f in ((0.9, 0.0), (0.86, 0.04), (0.81, 0.19),
+                                                 (0.80, 0.30))]  # fmt: skip
+    tiers = ["Practical-Stability", "Practical-Stability", "Caution-Required", "Caution-Required"]
+    pairs = enumerate(zip(tiers, axes, strict=True))
+    got = [tr.observe(i + 1, "pass", t, a) for i, (t, a) in pairs]
+    (raw,) = got[2]
+    assert not raw.confirmed and raw.axes_before == axes[1] and raw.axes == axes[2]
+    (conf,) = got[3]
+    # confirmed: before is the last evaluation that still showed the old confirmed tier
+    assert conf.confirmed and conf.axes_before == axes[1] and conf.axes == axes[3]
+    again = CellTracker.from_dict(tr.to_dict())  # survives a restart
+    assert again.last_axes == axes[3] and again.settled_axes == tr.settled_axes
+
+
+def _event(kind, old, new, before, after, metric="DI"):
+    from monitor.core.events import CellEvent
+
+    return CellEvent(kind, "m", metric, "sex", old, new, True, "x", 5, after, before)
+
+
+def test_explanations_name_what_crossed_its_cutoff():
+    from monitor.core.explain import Cutoffs, explain_event
+
+    c = Cutoffs(threshold=0.8, direction=">=", tau_vfr=0.1, n_field=50_000, kappa_cutoff=0.4)
+    s = explain_event(
+        _event("tier_change", "Practical-Stability", "Caution-Required",
+               {"value": 0.86, "vfr": 0.04}, {"value": 0.81, "vfr": 0.19}), c,
+    )  # fmt: skip
+    assert s == (
+        "DI by sex moved from Stable to Caution: VFR rose from 0.04 to 0.19 (above 0.10) "
+        "as the value fell to 0.81, 0.01 from the threshold 0.80."
+    )
+    s = explain_event(
+        _event("tier_change", "Caution-Required", "High-Variance",
+               {"value": 0.81, "vfr": 0.19, "n_star": 40_000.0, "kappa": 0.5},
+               {"value": 0.81, "vfr": 0.19, "n_star": float("inf"), "kappa": 0.3}), c,
+    )  # fmt: skip
+    assert "N* rose from 40,000 to never reached (above 50,000)" in s
+    assert "kappa fell from 0.50 to 0.30 (below 0.40)" in s and "VFR" not in s
+    s = explain_event(
+        _event("verdict_flip", "pass", "fail", {"value": 0.83, "vfr": 0.2},
+               {"value": 0.79, "vfr": 0.31}), c,
+    )  # fmt: skip
+    assert s == (
+        "DI by sex flipped from pass to fail: the value fell to 0.79, 0.01 from the threshold "
+        "0.80; VFR 0.31, above 0.10: the new verdict is not reliable."
+    )
+    # a result arriving for the first time is named as such
+    s = explain_event(
+        _event("tier_change", "Pending", "Practical-Stability", {"value": 0.9, "vfr": 0.0},
+               {"value": 0.9, "vfr": 0.0, "n_star": 2_000.0}), c,
+    )  # fmt: skip
+    assert "N* arrived at 2,000 (at or below 50,000)" in s
+    # SPD: the threshold applies to the absolute gap
+    s = explain_event(
+        _event("verdict_flip", "pass", "fail", {"value": 0.08}, {"value": -0.12}, "SPD"),
+        Cutoffs(threshold=0.1, direction="abs<="),
+    )  # fmt: skip
+    assert "0.02 from the threshold 0.10" in s
+def _reliable_oracle(seq, cw, tau):
+    """The verdict of the latest run of cw consecutive evaluations, each with VFR <= tau and
+    the same verdict, ending at or before each step (None before the first such run)."""
+    out = []
+    for i in range(len(seq)):
+        found = None
+        for j in range(i, cw - 2, -1):
+            run = seq[j - cw + 1 : j + 1]
+            if len(run) == cw and all(f <= tau for _, f in run) and len({v for v, _ in run}) == 1:
+                found = run[-1][0]
+                break
+        out.append(found)
+    return out
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["pass", "fail"]), st.sampled_from([0.0, 0.05, 0.1, 0.2, 0.4])),
+        max_size=40,
+    ),
+    st.integers(1, 4),
+)
+def test_reliable_verdict_matches_its_definition(seq, cw):
+    r = ReliableVerdict(cw, 0.10)
+    got, changes = [], []
+    for v, f in seq:
+        ch = r.update(v, f)
+        got.append(r.confirmed)
+        if ch:
+            changes.append(ch)
+    want = _reliable_oracle(seq, cw, 0.10)
+    assert got == want
+    # a change is reported exactly when a reliable verdict replaces a different one
+    want_changes = [(a, b) for a, b in itertools.pairwise(want) if a and b and a != b]
+    assert changes == want_changes
+
+
+def test_reliable_verdict_ignores_flips_at_high_vfr_and_survives_a_restart():
+    t = CellTracker("m", "DI", "sex", confirm_windows=2, tau_vfr=0.10)
+    for i, (v, f) in enumerate([("pass", 0.0), ("pass", 0.02), ("fail", 0.3), ("fail", 0.4)]):
+        t.observe(i + 1, v, Tier.PRACTICAL_STABILITY.value, {"vfr": f})
+    # the flip is confirmed, but it was never reliable: the reliable verdict is still pass
+    assert t.verdict.confirmed == "fail" and t.reliable.confirmed == "pass"
+    u = CellTracker.from_dict(t.to_dict())
+    for tr in (t, u):
+        tr.observe(5, "fail", Tier.PRACTICAL_STABILITY.value, {"vfr": 0.05})
+        tr.observe(6, "fail", Tier.PRACTICAL_STABILITY.value, {"vfr": math.nan})
+        assert tr.reliable.confirmed == "pass"  # NaN breaks the streak
+        tr.observe(7, "fail", Tier.PRACTICAL_STABILITY.value, {"vfr": 0.0})
+        tr.observe(8, "fail", Tier.PRACTICAL_STABILITY.value, {"vfr": 0.1})
+        assert tr.reliable.confirmed == "fail"
+    # a state stored before the reliable verdict existed starts without one
+    old = t.to_dict()
+    del old["reliable"]
+    assert CellTracker.from_dict(old).reliable.confirmed is None

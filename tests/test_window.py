@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor.config import config_from_mapping
-from monitor.counts import CountTable
-from monitor.window import ModelWindow, RecordBatch
+from monitor.core.counts import CountTable
+from monitor.stream.window import ModelWindow, RecordBatch
 
 CFG_COUNT = config_from_mapping({"window": {"kind": "count", "size": 50}})
 CFG_TIME = config_from_mapping({"window": {"kind": "time", "days": 2.0}})

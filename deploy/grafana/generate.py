@@ -7,7 +7,7 @@ code generates (or is missing, or a stale ``*.json`` is left over).
 
 Every query reads the Prometheus datasource with uid ``vfr-prometheus``
 (``provisioning/datasources/prometheus.yml``) and only metrics exported by
-``monitor/exporter.py`` or recorded by ``deploy/prometheus/rules/vfr_recording.yml``
+``monitor/service/exporter.py`` or recorded by ``deploy/prometheus/rules/vfr_recording.yml``
 (checked by ``tests/test_dashboards.py``). Output is deterministic: fixed uids,
 sorted keys, two-space indent, trailing newline.
 """

@@ -18,6 +18,16 @@
 #   --heap SIZE           -Xmx (default 512m)
 #   --timeout SECONDS     readiness timeout (default 90)
 #   --fresh               wipe DIR's data and logs first
+#   --scram-port N        also open a SASL_SSL listener on 127.0.0.1:N with SCRAM-SHA-512:
+#                         a self-signed PKCS12 keystore is made with keytool (SAN
+#                         IP:127.0.0.1) and its certificate written to DIR/config/ca.pem for
+#                         clients; the SCRAM user is created by the KRaft storage format
+#                         (kafka-storage format --add-scram). PLAINTEXT stays for the
+#                         controller, inter-broker traffic and the readiness check.
+#   --scram-user NAME     SCRAM user (default vfr-monitor)
+#   --scram-password-file FILE
+#                         file holding the SCRAM user's password (required with
+#                         --scram-port; the password is never taken on the command line)
 #
 # Environment:
 #   KAFKA_VERSION      Kafka version to resolve (default below: the newest 4.x on Maven Central
@@ -139,16 +149,30 @@ random_cluster_id() {
     printf '%s\n' "$id"
 }
 
-# write_server_properties FILE DATA_DIR PORT CONTROLLER_PORT PARTITIONS
+# listeners_line PORT CONTROLLER_PORT [SCRAM_PORT]: the listeners= line of server.properties.
+listeners_line() {
+    if [[ -n "${3:-}" ]]; then
+        printf 'listeners=PLAINTEXT://127.0.0.1:%s,SASL_SSL://127.0.0.1:%s,CONTROLLER://127.0.0.1:%s\n' \
+            "$1" "$3" "$2"
+    else
+        printf 'listeners=PLAINTEXT://127.0.0.1:%s,CONTROLLER://127.0.0.1:%s\n' "$1" "$2"
+    fi
+}
+
+# write_server_properties FILE DATA_DIR PORT CONTROLLER_PORT PARTITIONS [SCRAM_PORT KEYSTORE PASS]
 write_server_properties() {
+    local listeners map
+    listeners="$(listeners_line "$3" "$4" "${6:-}")"
+    map="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+    [[ -z "${6:-}" ]] || map="PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
     cat >"$1" <<EOF
 # Written by deploy/kafka/kafka.sh (Kafka ${KAFKA_VERSION}); single-node KRaft, 127.0.0.1 only.
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:$4
-listeners=PLAINTEXT://127.0.0.1:$3,CONTROLLER://127.0.0.1:$4
-advertised.listeners=PLAINTEXT://127.0.0.1:$3,CONTROLLER://127.0.0.1:$4
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+${listeners}
+advertised.${listeners}
+listener.security.protocol.map=${map}
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 log.dirs=$2
@@ -156,6 +180,9 @@ num.partitions=$5
 default.replication.factor=1
 min.insync.replicas=1
 auto.create.topics.enable=true
+# A local broker (demo, tests, benchmarks) keeps topics for ever: vfr-monitor refuses a
+# topic kept shorter than its horizon (90 days by default; Kafka's default is 7).
+log.retention.ms=-1
 offsets.topic.replication.factor=1
 offsets.topic.num.partitions=3
 transaction.state.log.replication.factor=1
@@ -165,16 +192,59 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 num.recovery.threads.per.data.dir=1
 EOF
+    if [[ -n "${6:-}" ]]; then
+        cat >>"$1" <<EOF
+# SASL_SSL listener with SCRAM-SHA-512 (the user is created by the storage format)
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.keystore.location=$7
+listener.name.sasl_ssl.ssl.keystore.password=$8
+listener.name.sasl_ssl.ssl.key.password=$8
+EOF
+    fi
 }
 
-# format_storage PROPS LOG_DIR: KRaft storage format (single voter, random cluster id).
+# make_keystore CONFIG_DIR: self-signed PKCS12 keystore for 127.0.0.1 and its certificate as
+# CONFIG_DIR/ca.pem; the store password is kept in CONFIG_DIR/keystore.pass (mode 600) so a
+# restart of the same DIR writes the same server.properties. Reused when present.
+make_keystore() {
+    local dir="$1" pass
+    if [[ ! -s "${dir}/keystore.pass" ]]; then
+        (umask 077 && head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"${dir}/keystore.pass")
+    fi
+    pass="$(cat "${dir}/keystore.pass")"
+    if [[ ! -f "${dir}/broker.p12" ]]; then
+        command -v keytool >/dev/null 2>&1 || die "--scram-port needs keytool (a JDK)"
+        keytool -genkeypair -alias broker -keyalg RSA -keysize 2048 -validity 30 \
+            -dname "CN=127.0.0.1" -ext "SAN=ip:127.0.0.1,dns:localhost" \
+            -keystore "${dir}/broker.p12" -storetype PKCS12 \
+            -storepass "$pass" -keypass "$pass" >/dev/null 2>&1 \
+            || die "keytool could not create ${dir}/broker.p12"
+        chmod 600 "${dir}/broker.p12"
+        keytool -exportcert -rfc -alias broker -keystore "${dir}/broker.p12" \
+            -storepass "$pass" -file "${dir}/ca.pem" >/dev/null 2>&1 \
+            || die "keytool could not export ${dir}/ca.pem"
+    fi
+}
+
+# format_storage PROPS LOG_DIR [SCRAM_USER SCRAM_PASSWORD_FILE]: KRaft storage format (single
+# voter, random cluster id), creating the SCRAM-SHA-512 user when one is given.
 format_storage() {
-    local props="$1" logdir="$2" cluster_id
+    local props="$1" logdir="$2" cluster_id scram=()
     cluster_id="$(random_cluster_id)"
+    if [[ -n "${3:-}" ]]; then
+        local password
+        password="$(head -n 1 "$4" | tr -d '\r\n')"
+        [[ -n "$password" ]] || die "--scram-password-file $4 is empty"
+        [[ "$password" != *[],=]* ]] || die "the SCRAM password may not contain ']', ',' or '='"
+        scram=(--add-scram "SCRAM-SHA-512=[name=$3,password=${password}]")
+    fi
     java -Xmx256m -XX:TieredStopAtLevel=1 "-XX:ErrorFile=${logdir}/hs_err_%p.log" \
         -cp "$(classpath)" \
         "-Dlog4j2.configurationFile=${SCRIPT_DIR}/log4j2.properties" "-Dkafka.logs.dir=${logdir}" \
-        kafka.tools.StorageTool format --standalone -t "$cluster_id" -c "$props" \
+        kafka.tools.StorageTool format --standalone -t "$cluster_id" -c "$props" "${scram[@]}" \
         >"${logdir}/format.log" 2>&1
 }
 
@@ -306,6 +376,7 @@ broker_log_tail() {
 
 cmd_start() {
     local port=9092 cport="" partitions=3 heap=512m timeout=90 fresh=0
+    local sport="" suser="vfr-monitor" spassfile=""
     while (($#)); do
         case "$1" in
             --port) port="${2:?--port needs a value}"; shift 2 ;;
@@ -315,6 +386,9 @@ cmd_start() {
             --heap) heap="${2:?--heap needs a value}"; shift 2 ;;
             --timeout) timeout="${2:?--timeout needs a value}"; shift 2 ;;
             --fresh) fresh=1; shift ;;
+            --scram-port) sport="${2:?--scram-port needs a value}"; shift 2 ;;
+            --scram-user) suser="${2:?--scram-user needs a value}"; shift 2 ;;
+            --scram-password-file) spassfile="${2:?--scram-password-file needs a value}"; shift 2 ;;
             *) die "start: unknown option '$1' (see kafka.sh --help)" ;;
         esac
     done
@@ -324,13 +398,20 @@ cmd_start() {
         [[ "$n" =~ ^[0-9]+$ ]] || die "start: '$n' is not a number"
     done
     ((port != cport)) || die "start: --port and --controller-port must differ"
+    if [[ -n "$sport" ]]; then
+        [[ "$sport" =~ ^[0-9]+$ ]] || die "start: '$sport' is not a number"
+        ((sport != port && sport != cport)) || die "start: --scram-port must differ from the others"
+        [[ -n "$spassfile" && -s "$spassfile" ]] \
+            || die "start: --scram-port needs --scram-password-file (a non-empty file)"
+        [[ "$suser" =~ ^[A-Za-z0-9._-]+$ ]] || die "start: --scram-user must be [A-Za-z0-9._-]+"
+    fi
     mkdir -p "$DIR"
     DIR="$(cd "$DIR" && pwd -P)"
     local props="${DIR}/config/server.properties"
 
     local pid
     if pid="$(running_pid)"; then
-        grep -qxF "listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${cport}" \
+        grep -qxF "$(listeners_line "$port" "$cport" "$sport")" \
             "$props" || die "a broker with other ports is already running in ${DIR} (pid ${pid})"
         log "broker already running (pid ${pid}, dir ${DIR})"
         printf '127.0.0.1:%s\n' "$port"
@@ -341,7 +422,7 @@ cmd_start() {
     ensure_tools
 
     local p
-    for p in "$port" "$cport"; do
+    for p in "$port" "$cport" $sport; do
         if port_open "$p"; then
             die "port 127.0.0.1:${p} is already in use"
         fi
@@ -353,7 +434,13 @@ cmd_start() {
     mkdir -p "${DIR}/config" "${DIR}/data" "${DIR}/logs"
     rm -f "${DIR}/logs/readiness.log"
 
-    write_server_properties "${props}.new" "${DIR}/data" "$port" "$cport" "$partitions"
+    local tls_args=()
+    if [[ -n "$sport" ]]; then
+        make_keystore "${DIR}/config"
+        tls_args=("$sport" "${DIR}/config/broker.p12" "$(cat "${DIR}/config/keystore.pass")")
+    fi
+    write_server_properties "${props}.new" "${DIR}/data" "$port" "$cport" "$partitions" \
+        "${tls_args[@]}"
     if [[ -f "${DIR}/data/meta.properties" ]]; then
         # Existing storage: the KRaft voter endpoint is baked into it, so settings must match.
         if ! cmp -s "${props}.new" "$props"; then
@@ -364,7 +451,9 @@ cmd_start() {
     else
         mv "${props}.new" "$props"
         log "formatting storage in ${DIR}/data"
-        if ! format_storage "$props" "${DIR}/logs"; then
+        local scram_args=()
+        [[ -z "$sport" ]] || scram_args=("$suser" "$spassfile")
+        if ! format_storage "$props" "${DIR}/logs" "${scram_args[@]}"; then
             cat "${DIR}/logs/format.log" >&2
             die "kafka storage format failed"
         fi
@@ -396,7 +485,7 @@ cmd_start() {
             broker_log_tail
             die "broker exited during start-up (see ${DIR}/logs)"
         fi
-        if port_open "$port" \
+        if port_open "$port" && { [[ -z "$sport" ]] || port_open "$sport"; } \
             && grep -qs 'Kafka Server started' "${DIR}/logs/server.log" \
             && { ((have_py == 0)) || metadata_ok "$py" "127.0.0.1:${port}"; }; then
             break
@@ -411,6 +500,10 @@ cmd_start() {
     done
     log "ready: 127.0.0.1:${port} (pid ${pid}, $((SECONDS - started_at))s," \
         "RSS $(rss_mib "$pid") MiB)"
+    if [[ -n "$sport" ]]; then
+        log "SASL_SSL/SCRAM-SHA-512 on 127.0.0.1:${sport} for user ${suser};" \
+            "CA certificate ${DIR}/config/ca.pem"
+    fi
     printf '127.0.0.1:%s\n' "$port"
 }
 

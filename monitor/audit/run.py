@@ -1,0 +1,169 @@
+"""`vfr-monitor audit`: the papers' batch procedure on a scored cohort file.
+
+Every cell of every model gets Axis 1 (VFR on the whole cohort), Axis 2 (N*),
+Axis 3 (hospital kappa, or "not applicable" when the file has no hospital ids)
+and a reliability tier; EquiLense group metrics and MPPD are computed per
+(model, attribute). Results go to ``DIR/cells.csv``, ``DIR/cells.json`` and
+``DIR/mppd.json``; a summary table is printed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from batch_axes.runner import combine_cell, run_axis2, run_axis3, run_equilense
+from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
+from monitor.config import MonitorConfig
+from monitor.core.axis1 import run_axis1
+from monitor.core.privacy import SMALL_CELL_LABEL, withhold
+from monitor.core.tables import tables_from_frame
+
+#: Columns of cells.csv, in order (the first fifteen are the issue's contract).
+CELL_COLUMNS = (
+    "model_id", "metric", "attribute", "value", "point_verdict", "dominant_verdict", "vfr",
+    "sigma", "ci_low", "ci_high", "n_star", "kappa", "kappa_band", "failed_axes", "tier",
+    "partial", "pending_axes", "threshold", "direction", "n_pass", "K", "resample_n",
+    "cohort_n", "groups_left_out", "n_star_reached", "kappa_degenerate", "axis3_note",
+    "min_denominator",
+)  # fmt: skip
+
+#: Columns that stay when a cell's figures are withheld (identity and configuration).
+AUDIT_IDENTITY = frozenset(
+    {"model_id", "metric", "attribute", "threshold", "direction", "K", "groups_left_out"}
+)
+
+
+@dataclass
+class AuditReport:
+    """Everything an audit produced, ready to be written or inspected."""
+
+    cells: list[dict[str, Any]]
+    equilense: dict[str, Any]
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class Progress:
+    """Prints a line per step with its duration, to stderr (stdout holds the summary)."""
+
+    def __init__(self, stream: TextIO | None = None, enabled: bool = True):
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.timings: dict[str, float] = {}
+
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        if self.enabled:
+            print(f"[audit] {name} ...", file=self.stream, flush=True)
+        t0 = time.perf_counter()
+        out = fn()
+        self.timings[name] = round(time.perf_counter() - t0, 3)
+        if self.enabled:
+            print(
+                f"[audit] {name} done in {self.timings[name]:.2f} s", file=self.stream, flush=True
+            )
+        return out
+
+
+def run_audit(
+    path: str | Path, config: MonitorConfig, progress: Progress | None = None
+) -> AuditReport:
+    """Run every axis on a cohort file; raises AuditInputError on bad input."""
+    prog = progress or Progress(enabled=False)
+    cohort: AuditCohort = prog.step(
+        "read and validate input", lambda: load_audit_cohort(path, config)
+    )
+    tables = prog.step("count tables", lambda: tables_from_frame(cohort.records, config))
+    a1 = prog.step(
+        "axis 1: verdict flip rate", lambda: run_axis1(tables, config, config.axis1.seed)
+    )
+    a2 = prog.step("axis 2: minimum audit size", lambda: run_axis2(tables, config))
+    a3 = prog.step(
+        "axis 3: hospital agreement",
+        lambda: {
+            str(m): run_axis3(str(m), sub, config)
+            for m, sub in cohort.records.groupby("model_id", sort=True)
+        },
+    )
+    a2_by = {(c.model_id, c.metric, c.attribute): c for c in a2}
+    # small-cell rule: a model with fewer than 11 records in the cohort shows "<11" in
+    # place of every figure of its cells (files and printed summary alike)
+    cells = [
+        withhold(
+            combine_cell(
+                c, a2_by.get((c.model_id, c.metric, c.attribute)), a3.get(c.model_id), config
+            ),
+            c.window_n,
+            AUDIT_IDENTITY,
+        )
+        for c in a1
+    ]
+    eq = prog.step(
+        "equilense: group metrics and MPPD",
+        lambda: run_equilense(
+            cohort.records, cohort.features, cohort.feature_names, tables, config
+        ),
+    )
+    notes = sorted(
+        {f"{m}: axis 3 {r.reason or r.note}" for m, r in a3.items() if r.reason or r.note}
+    )
+    return AuditReport(cells=cells, equilense=eq, timings=dict(prog.timings), notes=notes)
+
+
+def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
+    """cells.csv, cells.json and mppd.json in ``out_dir`` (created if needed)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "cells_csv": out / "cells.csv",
+        "cells_json": out / "cells.json",
+        "mppd": out / "mppd.json",
+    }
+    with paths["cells_csv"].open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CELL_COLUMNS)
+        w.writeheader()
+        for row in report.cells:
+            w.writerow({k: ("" if row[k] is None else row[k]) for k in CELL_COLUMNS})
+    paths["cells_json"].write_text(
+        json.dumps(
+            {"cells": report.cells, "notes": report.notes, "timings_s": report.timings}, indent=1
+        )
+    )
+    paths["mppd"].write_text(json.dumps(report.equilense, indent=1))
+    return paths
+
+
+def format_summary(report: AuditReport) -> str:
+    """The printed table: one line per cell, then counts per tier."""
+    head = f"{'model':<14}{'metric':<8}{'attribute':<12}{'value':>8} {'verdict':>8}{'VFR':>7}"
+    head += f"{'N*':>9}{'kappa':>8}  tier"
+    lines = [head, "-" * len(head)]
+    for c in report.cells:
+        if c["value"] == SMALL_CELL_LABEL:  # withheld: fewer than 11 records
+            lines.append(
+                f"{c['model_id'][:13]:<14}{c['metric']:<8}{c['attribute'][:11]:<12}"
+                f"{SMALL_CELL_LABEL:>8} {SMALL_CELL_LABEL:>8}{SMALL_CELL_LABEL:>7}"
+                f"{SMALL_CELL_LABEL:>9}{SMALL_CELL_LABEL:>8}  {SMALL_CELL_LABEL}"
+            )
+            continue
+        value = "undef" if c["value"] is None else f"{c['value']:.3f}"
+        n_star = c["n_star"] if c["n_star"] in (None, "inf") else f"{int(c['n_star'])}"
+        kappa = "n/a" if c["kappa"] is None else f"{c['kappa']:.2f}"
+        tier = c["tier"] + (" (partial)" if c["partial"] else "")
+        lines.append(
+            f"{c['model_id'][:13]:<14}{c['metric']:<8}{c['attribute'][:11]:<12}{value:>8} "
+            f"{c['dominant_verdict']:>8}{c['vfr']:>7.3f}{n_star!s:>9}{kappa:>8}  {tier}"
+        )
+    counts: dict[str, int] = {}
+    for c in report.cells:
+        counts[c["tier"]] = counts.get(c["tier"], 0) + 1
+    lines.append("")
+    lines.append("cells per tier: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    lines.extend(report.notes)
+    return "\n".join(lines)

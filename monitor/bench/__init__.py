@@ -1,0 +1,1 @@
+"""Benchmarks (`vfr-monitor bench ...`) and their synthetic inputs."""

@@ -1,0 +1,568 @@
+"""Axis 1: the Verdict Flip Rate of every cell, by exact stratified bootstrap on counts.
+
+For one (model, attribute) window, a stratified resample of size N keeps the
+(label x group) composition: stratum s gets n_s draws (proportional to its
+window count, largest-remainder rounding so they sum to N). Within a stratum,
+every metric except calibration depends only on how many drawn records have
+decision 1, which is Binomial(n_s, p_s) with p_s the stratum's share of
+decision 1. Calibration depends on how many draws land in each score bin, a
+Multinomial(n_s, q_s) draw. So the whole bootstrap costs O(K x strata x bins),
+independent of N (SPEC section 3).
+
+The one step that is not exact is the score *sum* of the draws in a
+(group, bin) cell: the table keeps count, sum and sum of squares, so the sum of
+c draws is taken as Normal(c mu, c var) clipped to the bin's range
+(moment-matched; it enters calibration only). The record-level oracle in
+:mod:`monitor.reference.axis1` resamples records and checks this.
+
+Decision draws and score-bin draws are independent of each other: each metric
+sees a correct bootstrap distribution of its own (the verdicts of different
+metrics are summarised per cell, never jointly).
+
+Every (model, attribute) table has its own random stream derived from
+(seed, model_id, attribute), so a cell's result does not depend on which other
+models happen to be in the grid or on thread scheduling. The variates are drawn
+by the exact compiled samplers of :mod:`monitor.core.sampling` (decisions first,
+then bins, then normals), one compiled call per table.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, fields
+
+import numba
+import numpy as np
+
+from monitor.config import MetricRule, MonitorConfig
+from monitor.core import sampling
+from monitor.core.counts import CountTable
+from monitor.core.metrics import (
+    METRICS,
+    NEEDS_BINS,
+    Tallies,
+    passes,
+    smallest_denominator,
+    tallies_from_table,
+)
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """Everything Axis 1 says about one (model, metric, attribute) cell."""
+
+    model_id: str
+    metric: str
+    attribute: str
+    threshold: float
+    direction: str
+    value: float  # point estimate on the whole window (NaN: undefined)
+    point_verdict: str  # "pass" / "fail"
+    n_pass: int
+    K: int
+    vfr: float
+    dominant_verdict: str  # "pass" / "fail"; a tie is "fail"
+    sigma: float  # |mean(M) - tau| / sd(M); inf when sd is 0
+    mean: float
+    sd: float
+    ci_low: float
+    ci_high: float
+    n_undefined: int  # resamples whose value was undefined (counted as Fail)
+    window_n: int
+    resample_n: int
+    groups_left_out: tuple[str, ...]  # too few records in the resample
+    groups_left_out_point: tuple[str, ...]  # too few records in the window
+    #: the smallest denominator among the rates that entered ``value`` (positives for
+    #: TPR, negatives for FPR, flagged for PPV, records otherwise); NaN when undefined
+    min_denominator: float = math.nan
+
+    def stable(self, tau_vfr: float) -> bool:
+        return self.vfr <= tau_vfr
+
+    def to_dict(self) -> dict:
+        # what asdict() gives (every field is a scalar or a tuple of str), without its
+        # recursive deep copy, which cost more than the rest of writing a result
+        d = {f: getattr(self, f) for f in _CELL_FIELDS}
+        d["groups_left_out"] = list(self.groups_left_out)
+        d["groups_left_out_point"] = list(self.groups_left_out_point)
+        return d
+
+
+_CELL_FIELDS = tuple(f.name for f in fields(CellResult))
+
+
+# ----------------------------------------------------------------------------- allocation
+def allocate_resample(stratum_counts: np.ndarray, size: int) -> np.ndarray:
+    """Per-stratum resample sizes proportional to the counts, summing exactly to ``size``.
+
+    Largest-remainder rounding; ties go to the earlier stratum (deterministic).
+
+    >>> allocate_resample(np.array([1, 1, 1]), 2).tolist()
+    [1, 1, 0]
+    >>> allocate_resample(np.array([[30, 10], [0, 60]]), 10).tolist()
+    [[3, 1], [0, 6]]
+    """
+    c = np.asarray(stratum_counts, dtype=np.int64)
+    total = int(c.sum())
+    if total == 0 or size <= 0:
+        return np.zeros_like(c)
+    flat = c.ravel()
+    exact = flat * size / total
+    base = np.floor(exact).astype(np.int64)
+    short = size - int(base.sum())
+    if short > 0:
+        order = np.lexsort((np.arange(flat.size), -(exact - base)))
+        base[order[:short]] += 1
+    return base.reshape(c.shape)
+
+
+def resample_size(window_n: int, n_max: int) -> int:
+    """SPEC: N = min(window size, configured N)."""
+    return min(int(window_n), int(n_max))
+
+
+def table_rng(seed: int, model_id: str, attribute: str) -> np.random.Generator:
+    """The random stream of one (model, attribute) table: stable across runs and grids."""
+    key = (zlib.crc32(model_id.encode()), zlib.crc32(attribute.encode()))
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=key))
+
+
+# ----------------------------------------------------------------------------- draws
+@dataclass(frozen=True)
+class DrawParams:
+    """What one table's bootstrap draws depend on: the per-stratum sizes and shares.
+
+    Strata are the (group, label) pairs, flattened in (g, y) order (S = 2G).
+    """
+
+    sizes: np.ndarray  # (S,) int64: resampled records per stratum
+    p1: np.ndarray  # (S,) share of decision 1 in the stratum
+    q: np.ndarray  # (S, B) share of each score bin in the stratum
+    mu: np.ndarray  # (G, 2, B) mean score in each (group, label, bin) cell
+    var: np.ndarray  # (G, 2, B) population variance of those scores
+
+
+@dataclass(frozen=True)
+class Variates:
+    """The random variates of one table's K replicates, before any arithmetic."""
+
+    decisions: np.ndarray  # (S, K) int64: Binomial(size_s, p1_s)
+    bins: np.ndarray | None  # (S, K, B) int64: Multinomial(size_s, q_s)
+    normals: np.ndarray | None  # (K, G, B) float64: standard normal
+
+
+def draw_params(table: CountTable, sizes: np.ndarray) -> DrawParams:
+    """The sampling parameters of a table for the per-stratum ``sizes`` (G, 2)."""
+    counts = table.counts
+    G, _, _, B = counts.shape
+    strata = counts.sum(axis=(2, 3))  # (G, 2)
+    ones = counts[:, :, 1, :].sum(axis=-1)
+    p1 = np.divide(ones, strata, out=np.zeros(strata.shape), where=strata > 0)
+    per_bin = counts.sum(axis=2)  # (G, 2, B)
+    q = np.divide(
+        per_bin, strata[..., None], out=np.zeros(per_bin.shape), where=strata[..., None] > 0
+    )
+    s_sum = table.score_sum.sum(axis=2)  # (G, 2, B)
+    s_sq = table.score_sq.sum(axis=2)
+    mu = np.divide(s_sum, per_bin, out=np.zeros(s_sum.shape), where=per_bin > 0)
+    var = np.maximum(
+        np.divide(s_sq, per_bin, out=np.zeros(s_sq.shape), where=per_bin > 0) - mu * mu, 0.0
+    )
+    return DrawParams(
+        sizes=np.ascontiguousarray(sizes, dtype=np.int64).reshape(-1),
+        p1=p1.reshape(-1),
+        q=q.reshape(2 * G, B),
+        mu=mu,
+        var=var,
+    )
+
+
+def draw_variates(
+    params: DrawParams, K: int, rng: np.random.Generator, with_bins: bool
+) -> Variates:
+    """Every random variate of K replicates of one table, and nothing else.
+
+    Exact samplers (:mod:`monitor.core.sampling`), in a fixed order from the table's
+    own stream. ``bench axis1`` times this alone as the engine's floor.
+    """
+    G = params.mu.shape[0]
+    decisions, bins, normals = _variates_kernel(
+        rng, params.sizes, params.p1, params.q, G, K, with_bins
+    )
+    return Variates(decisions, bins, normals) if with_bins else Variates(decisions, None, None)
+
+
+@numba.njit(cache=True, nogil=True)
+def _variates_kernel(rng, sizes, p1, q, G, K, with_bins):
+    """One compiled call per table. Why one: passing a Generator into compiled code costs
+    ~17 us a call (numba rebuilds its ctypes view of the bit generator), as much as a
+    small table's draws."""
+    decisions = sampling.binomial_rows(rng, sizes, p1, K)
+    B = q.shape[1]
+    if not with_bins:
+        return decisions, np.zeros((0, K, B), np.int64), np.zeros((K, G, 0))
+    bins = sampling.multinomial_rows(rng, sizes, q, K)
+    normals = np.empty((K, G, B))
+    sampling.standard_normal_fill(rng, normals)
+    return decisions, bins, normals
+
+
+@numba.njit(cache=True, nogil=True)
+def _tallies_kernel(sizes, decisions, bins, normals, mu, var, tn, fp, fn, tp, bin_n, bin_score):
+    """Write one table's K replicate tallies from its variates into the output views.
+
+    Decision cells: fp, tp are the drawn decision-1 counts of the label-0 and label-1
+    strata; tn, fn the rest. Bins: counts per (group, label, bin), and the score sum
+    of the c draws of a (group, label, bin) cell with mean mu and variance var taken
+    as Normal(c mu, c var) summed over labels, clipped to the bin's range [c lo, c hi].
+    ``bins`` has no rows when calibration is not needed.
+    """
+    K, G = fp.shape
+    for k in range(K):
+        for g in range(G):
+            fp[k, g] = decisions[2 * g, k]
+            tn[k, g] = sizes[2 * g] - decisions[2 * g, k]
+            tp[k, g] = decisions[2 * g + 1, k]
+            fn[k, g] = sizes[2 * g + 1] - decisions[2 * g + 1, k]
+    if bins.shape[0] == 0:
+        return
+    B = mu.shape[2]
+    edges = np.arange(B + 1) / B
+    for k in range(K):
+        for g in range(G):
+            for b in range(B):
+                c0 = float(bins[2 * g, k, b])
+                c1 = float(bins[2 * g + 1, k, b])
+                bin_n[k, g, 0, b] = c0
+                bin_n[k, g, 1, b] = c1
+                mean = c0 * mu[g, 0, b] + c1 * mu[g, 1, b]
+                sd = math.sqrt(c0 * var[g, 0, b] + c1 * var[g, 1, b])
+                total = c0 + c1
+                drawn = mean + sd * normals[k, g, b]
+                bin_score[k, g, b] = min(max(drawn, total * edges[b]), total * edges[b + 1])
+
+
+def empty_tallies(M: int, K: int, G: int, B: int, with_bins: bool) -> Tallies:
+    """Uninitialised (M, K, ...) tallies for M tables' replicates, filled by fill_tallies.
+
+    Without calibration the bin arrays have a zero-length bin axis.
+    """
+    nb = B if with_bins else 0
+    return Tallies(
+        tn=np.empty((M, K, G)),
+        fp=np.empty((M, K, G)),
+        fn=np.empty((M, K, G)),
+        tp=np.empty((M, K, G)),
+        bin_n=np.empty((M, K, G, 2, nb)),
+        bin_score=np.empty((M, K, G, nb)),
+    )
+
+
+def fill_tallies(
+    table: CountTable,
+    sizes: np.ndarray,
+    K: int,
+    rng: np.random.Generator,
+    with_bins: bool,
+    out: Tallies,
+    row: int,
+) -> None:
+    """Draw K stratified bootstrap replicates of a table into row ``row`` of ``out``.
+
+    ``sizes`` (G, 2) are the draws per stratum. Writing into a stack's arrays (rather
+    than stacking per-table results afterwards) saves a copy of every replicate.
+    """
+    params = draw_params(table, sizes)
+    v = draw_variates(params, K, rng, with_bins)
+    B = params.q.shape[1]
+    bins = v.bins if v.bins is not None else np.zeros((0, K, B), np.int64)
+    normals = v.normals if v.normals is not None else np.zeros((K, 0, B))
+    _tallies_kernel(
+        params.sizes, v.decisions, bins, normals, params.mu, params.var,
+        out.tn[row], out.fp[row], out.fn[row], out.tp[row], out.bin_n[row], out.bin_score[row],
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- summaries
+def defined_moments(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, sd with ddof 1, count) of the defined (non-NaN) draws along the last axis.
+
+    NaN where there are too few defined draws (none for the mean, fewer than two for sd).
+
+    >>> [x.tolist() for x in defined_moments(np.array([1.0, np.nan, 3.0]))]
+    [2.0, 1.4142135623730951, 2]
+    """
+    v = np.asarray(values, dtype=np.float64)
+    defined = ~np.isnan(v)
+    n_def = defined.sum(axis=-1)
+    filled = np.where(defined, v, 0.0)
+    mean = np.divide(filled.sum(axis=-1), n_def, out=np.full(n_def.shape, np.nan), where=n_def > 0)
+    dev = np.where(defined, v - mean[..., None], 0.0)
+    var = np.divide(
+        (dev * dev).sum(axis=-1), n_def - 1, out=np.full(n_def.shape, np.nan), where=n_def > 1
+    )
+    return mean, np.sqrt(var), n_def
+
+
+def summarise_draws(values: np.ndarray, threshold: float, direction: str) -> dict[str, float]:
+    """VFR, dominant verdict, sigma, mean, sd and 95% CI of K metric draws (last axis).
+
+    Works on (..., K) arrays. Undefined draws (NaN) count as Fail and are left out
+    of mean, sd and the CI.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    K = v.shape[-1]
+    n_pass = passes(v, threshold, direction).sum(axis=-1)
+    mean, sd, n_def = defined_moments(v)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.abs(mean - threshold)
+        sigma = np.where(sd > 0, gap / sd, np.where(gap > 0, np.inf, 0.0))
+    sigma = np.where(np.isnan(sd), np.nan, sigma)
+    ordered = np.sort(v, axis=-1)  # NaN (undefined) sorts last
+    ci_low = percentile_of_sorted(ordered, n_def, 2.5)
+    ci_high = percentile_of_sorted(ordered, n_def, 97.5)
+    return {
+        "n_pass": n_pass,
+        "vfr": np.minimum(n_pass, K - n_pass) / K,
+        "dominant_pass": n_pass > K / 2,
+        "mean": mean,
+        "sd": sd,
+        "sigma": sigma,
+        "ci_low": ci_low,
+        "ci_high": ci_high,
+        "n_undefined": K - n_def,
+    }
+
+
+def percentile_of_sorted(ordered: np.ndarray, count: np.ndarray, q: float) -> np.ndarray:
+    """The q-th percentile of the first ``count`` values of each sorted row.
+
+    numpy's default ("linear") definition, vectorised over rows with different
+    counts; NaN where count is 0. Why not np.percentile: it is ~20x slower on the
+    small (cells x K) arrays of the bootstrap, and cannot skip undefined draws per row.
+
+    >>> percentile_of_sorted(np.array([[1.0, 2.0, 3.0, np.nan]]), np.array([3]), 50.0).tolist()
+    [2.0]
+    """
+    count = np.asarray(count)
+    pos = (q / 100.0) * np.maximum(count - 1, 0)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, np.maximum(count - 1, 0))
+    frac = pos - lo
+    v_lo = np.take_along_axis(ordered, lo[..., None], axis=-1)[..., 0]
+    v_hi = np.take_along_axis(ordered, hi[..., None], axis=-1)[..., 0]
+    out = v_lo + (v_hi - v_lo) * frac
+    return np.where(count > 0, out, np.nan)
+
+
+# ----------------------------------------------------------------------------- grid
+@dataclass(frozen=True)
+class _Prepared:
+    model_id: str
+    attribute: str
+    table: CountTable
+    sizes: np.ndarray  # (G, 2)
+    support: np.ndarray  # (G,) in the resample
+    support_point: np.ndarray  # (G,) in the window
+    min_support: int
+
+
+def _prepare(
+    model_id: str, attribute: str, table: CountTable, n_max: int, min_support: int
+) -> _Prepared:
+    strata = table.stratum_counts()
+    sizes = allocate_resample(strata, resample_size(table.n, n_max))
+    return _Prepared(
+        model_id,
+        attribute,
+        table,
+        sizes,
+        sizes.sum(axis=1) >= min_support,
+        table.group_counts() >= min_support,
+        min_support,
+    )
+
+
+def verdict_word(flag: bool) -> str:
+    return "pass" if flag else "fail"
+
+
+def evaluate_axis1(
+    tables: Mapping[tuple[str, str], CountTable],
+    rules: Sequence[MetricRule],
+    *,
+    K: int = 500,
+    N: int = 10_000,
+    min_group_support: int = 20,
+    seed: int = 0,
+    threads: int = 1,
+    seeds: Mapping[str, int] | None = None,
+) -> list[CellResult]:
+    """Axis 1 for every (model, attribute) table and every metric rule.
+
+    ``tables`` maps (model_id, attribute) to that window's count table. Returns
+    one CellResult per (model, metric, attribute), ordered by model, metric
+    (in rule order), attribute (in table order). ``seeds`` (model_id -> seed)
+    gives each model its own seed: several models' evaluations at different
+    stream positions in one call, each cell exactly as if its model were alone
+    (every table has its own stream, and the stacked metric arithmetic is
+    row by row).
+    """
+    prepared = [_prepare(m, a, t, N, min_group_support) for (m, a), t in tables.items()]
+
+    def seed_of(model_id: str) -> int:
+        return seed if seeds is None else seeds[model_id]
+
+    with_bins = any(r.name in NEEDS_BINS for r in rules)
+
+    # Stack tables of the same attribute shape across models: one metric call per stack.
+    stacks: dict[tuple[str, int, int], list[int]] = defaultdict(list)
+    for i, p in enumerate(prepared):
+        stacks[(p.attribute, *p.table.counts.shape[::3])].append(i)
+    boots = {
+        key: empty_tallies(len(members), K, key[1], key[2], with_bins)
+        for key, members in stacks.items()
+    }
+
+    def draw(key: tuple[str, int, int], row: int) -> None:
+        p = prepared[stacks[key][row]]
+        rng = table_rng(seed_of(p.model_id), p.model_id, p.attribute)
+        fill_tallies(p.table, p.sizes, K, rng, with_bins, boots[key], row)
+
+    with ExitStack() as scope:
+        if threads > 1 and len(prepared) > 1:
+            # The compiled draws release the GIL. Tables are submitted stack by stack and
+            # each stack's metrics run here as soon as its tables are drawn, beside the
+            # draws of the next stacks. Every table has its own stream and its own rows
+            # of the output, so the results do not depend on this schedule.
+            pool = scope.enter_context(ThreadPoolExecutor(max_workers=threads))
+            pending = {
+                key: [pool.submit(draw, key, row) for row in range(len(members))]
+                for key, members in stacks.items()
+            }
+
+            def drawn(key: tuple[str, int, int]) -> Tallies:
+                for future in pending.pop(key):
+                    future.result()
+                return boots[key]
+        else:
+
+            def drawn(key: tuple[str, int, int]) -> Tallies:
+                for row in range(len(stacks[key])):
+                    draw(key, row)
+                return boots[key]
+
+        results = _evaluate_stacks(stacks, prepared, drawn, rules, K, with_bins)
+    order = sorted(
+        results, key=lambda k: (prepared[k[0]].model_id, [r.name for r in rules].index(k[1]), k[0])
+    )
+    return [results[k] for k in order]
+
+
+def _evaluate_stacks(
+    stacks: Mapping[tuple[str, int, int], list[int]],
+    prepared: Sequence[_Prepared],
+    drawn: Callable[[tuple[str, int, int]], Tallies],
+    rules: Sequence[MetricRule],
+    K: int,
+    with_bins: bool,
+) -> dict[tuple[int, str], CellResult]:
+    """Metrics, summaries and results of every stack; ``drawn(key)`` gives its replicates."""
+    results: dict[tuple[int, str], CellResult] = {}
+    for key, members in stacks.items():
+        boot = drawn(key)
+        if not with_bins:
+            boot = Tallies(tn=boot.tn, fp=boot.fp, fn=boot.fn, tp=boot.tp)
+        point = _stack([tallies_from_table(prepared[i].table) for i in members], True)
+        support = np.stack([prepared[i].support for i in members])  # (M, G)
+        support_pt = np.stack([prepared[i].support_point for i in members])
+        ms = prepared[members[0]].min_support
+        for rule in rules:
+            fn = METRICS[rule.name]
+            # per-resample support: each draw's denominators are judged on their own
+            values = fn(boot, support[:, None, :], ms)  # (M, K)
+            point_values = fn(point, support_pt, ms)  # (M,)
+            min_den = smallest_denominator(rule.name, point, support_pt, ms)  # (M,)
+            summary = summarise_draws(values, rule.threshold, rule.direction)
+            point_pass = passes(point_values, rule.threshold, rule.direction)
+            for row, i in enumerate(members):
+                p = prepared[i]
+                results[(i, rule.name)] = CellResult(
+                    model_id=p.model_id,
+                    metric=rule.name,
+                    attribute=p.attribute,
+                    threshold=rule.threshold,
+                    direction=rule.direction,
+                    value=float(point_values[row]),
+                    point_verdict=verdict_word(bool(point_pass[row])),
+                    n_pass=int(summary["n_pass"][row]),
+                    K=K,
+                    vfr=float(summary["vfr"][row]),
+                    dominant_verdict=verdict_word(bool(summary["dominant_pass"][row])),
+                    sigma=float(summary["sigma"][row]),
+                    mean=float(summary["mean"][row]),
+                    sd=float(summary["sd"][row]),
+                    ci_low=float(summary["ci_low"][row]),
+                    ci_high=float(summary["ci_high"][row]),
+                    n_undefined=int(summary["n_undefined"][row]),
+                    window_n=p.table.n,
+                    resample_n=int(p.sizes.sum()),
+                    groups_left_out=left_out_groups(p.table.groups, p.support),
+                    groups_left_out_point=left_out_groups(p.table.groups, p.support_point),
+                    min_denominator=float(min_den[row]),
+                )
+    return results
+
+
+def left_out_groups(groups: Sequence[str], support: np.ndarray) -> tuple[str, ...]:
+    return tuple(g for g, ok in zip(groups, support, strict=True) if not ok)
+
+
+def _stack(items: Iterable[Tallies], with_bins: bool) -> Tallies:
+    items = list(items)
+    fields = ["tn", "fp", "fn", "tp"] + (["bin_n", "bin_score"] if with_bins else [])
+    return Tallies(**{f: np.stack([getattr(t, f) for t in items]) for f in fields})
+
+
+def vfr_monte_carlo_sd(p: float, K: int) -> float:
+    """Standard deviation of an estimated pass share from K independent resamples."""
+    return math.sqrt(max(p * (1 - p), 0.0) / K)
+
+
+def run_axis1(
+    tables: Mapping[tuple[str, str], CountTable],
+    config: MonitorConfig,
+    seed: int,
+    threads: int | None = None,
+    seeds: Mapping[str, int] | None = None,
+) -> list[CellResult]:
+    """Axis 1 with the configured K, N and support; ``threads`` overrides the config
+    (the service evaluates one model at a time, where a thread pool costs more than it saves).
+    """
+    a = config.axis1
+    return evaluate_axis1(
+        tables, config.metrics, K=a.K, N=a.N, min_group_support=a.min_group_support,
+        seed=seed, threads=a.threads if threads is None else threads, seeds=seeds,
+    )  # fmt: skip
+
+
+def compile_kernels() -> None:
+    """Compile every compiled kernel of the engine, or load it from numba's disk cache.
+
+    Why: the first evaluation in a process otherwise pays it (seconds when nothing is
+    cached, under a second from the cache). The cache (``cache=True``) lives beside
+    the sources in ``__pycache__``, or in ``NUMBA_CACHE_DIR``; the service image fills
+    it at build time by calling this (see the Dockerfile).
+    """
+    table = CountTable(("a", "b"))
+    table.add(
+        np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1]), np.array([0, 1, 1, 0]),
+        np.array([0.2, 0.6, 0.7, 0.4]),
+    )  # fmt: skip
+    rules = [MetricRule(name=name, threshold=0.1, direction="<=") for name in sorted(NEEDS_BINS)]
+    evaluate_axis1({("m", "a"): table}, rules, K=2, N=4, min_group_support=1, threads=1)

@@ -1,0 +1,119 @@
+"""One plain sentence per verdict flip or tier change: what moved, and what crossed a line.
+
+A governance board does not read "tier_change Practical-Stability -> Caution-Required";
+it reads "DI by sex moved from Stable to Caution: VFR rose from 0.04 to 0.19 (above
+0.10) as the value fell to 0.81, 0.01 from the threshold." The sentence is built from
+the event's axes before and after the change (:class:`~monitor.core.events.CellEvent`)
+and the cutoffs that define the tiers (SPEC section 6): tau for the VFR, N_field for N*,
+the kappa cutoff for Axis 3. It names every axis that crossed its cutoff; when none did
+(a result arriving for the first time, say) it says which result arrived.
+
+Example:
+    >>> from monitor.core.events import CellEvent
+    >>> e = CellEvent("tier_change", "m", "DI", "sex", "Practical-Stability",
+    ...               "Caution-Required", True, "downgrade", 7,
+    ...               {"value": 0.81, "vfr": 0.19}, {"value": 0.86, "vfr": 0.04})
+    >>> explain_event(e, Cutoffs(threshold=0.8, direction=">="))
+    'DI by sex moved from Stable to Caution: VFR rose from 0.04 to 0.19 (above 0.10) as the value fell to 0.81, 0.01 from the threshold 0.80.'
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from monitor.core.events import CellEvent
+from monitor.core.numbers import float_or_none
+
+TIER_WORDS = {
+    "Practical-Stability": "Stable",
+    "Caution-Required": "Caution",
+    "High-Variance": "High variance",
+    "Catastrophic-Instability": "Catastrophic",
+    "Pending": "Pending",
+}
+
+
+@dataclass(frozen=True)
+class Cutoffs:
+    """The pass rule of the cell's metric and the tier cutoffs in force."""
+
+    threshold: float | None = None
+    direction: str | None = None
+    tau_vfr: float = 0.10
+    n_field: float = 50_000
+    kappa_cutoff: float = 0.40
+
+
+def _num(x: float) -> str:
+    if math.isinf(x):
+        return "never reached" if x > 0 else "-inf"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.2f}"
+
+
+def _moved(name: str, a: float, b: float) -> str:
+    verb = "rose" if b > a else "fell"
+    return f"{name} {verb} from {_num(a)} to {_num(b)}"
+
+
+def _crossings(before: dict[str, Any], after: dict[str, Any], c: Cutoffs) -> list[str]:
+    """Each axis whose value crossed its tier cutoff, or arrived for the first time."""
+    out = []
+    for key, name, cutoff, bad_above in (
+        ("vfr", "VFR", c.tau_vfr, True),
+        ("n_star", "N*", c.n_field, True),
+        ("kappa", "kappa", c.kappa_cutoff, False),
+    ):
+        a, b = float_or_none(before.get(key)), float_or_none(after.get(key))
+        if b is None:
+            continue
+        if a is None:
+            if before and key in ("n_star", "kappa"):
+                side = "above" if b > cutoff else "at or below"
+                out.append(f"{name} arrived at {_num(b)} ({side} {_num(cutoff)})")
+            continue
+        fails_a = a > cutoff if bad_above else a < cutoff
+        fails_b = b > cutoff if bad_above else b < cutoff
+        if fails_a != fails_b:
+            if bad_above:
+                side = "above" if fails_b else "at or below"
+            else:
+                side = "below" if fails_b else "at or above"
+            out.append(f"{_moved(name, a, b)} ({side} {_num(cutoff)})")
+    return out
+
+
+def _value_clause(before: dict[str, Any], after: dict[str, Any], c: Cutoffs) -> str:
+    b = float_or_none(after.get("value"))
+    if b is None:
+        return "the value is undefined on the window"
+    a = float_or_none(before.get("value"))
+    verb = "is" if a is None or a == b else ("rose to" if b > a else "fell to")
+    text = f"the value {verb} {_num(b)}"
+    if c.threshold is not None and c.direction is not None:
+        gap = abs(abs(b) - c.threshold) if c.direction == "abs<=" else abs(b - c.threshold)
+        text += f", {gap:.2f} from the threshold {_num(c.threshold)}"
+    return text
+
+
+def explain_event(event: CellEvent, cutoffs: Cutoffs) -> str:
+    """The event in one sentence (aggregates and cell names only, never record values)."""
+    after, before = event.axes or {}, event.axes_before or {}
+    cell = f"{event.metric} by {event.attribute}"
+    value = _value_clause(before, after, cutoffs)
+    vfr = float_or_none(after.get("vfr"))
+    if event.kind == "verdict_flip":
+        text = f"{cell} flipped from {event.old} to {event.new}: {value}"
+        if vfr is not None:
+            text += f"; VFR {_num(vfr)}"
+            if vfr > cutoffs.tau_vfr:
+                text += f", above {_num(cutoffs.tau_vfr)}: the new verdict is not reliable"
+        return text + "."
+    old, new = TIER_WORDS.get(event.old, event.old), TIER_WORDS.get(event.new, event.new)
+    crossed = _crossings(before, after, cutoffs)
+    if not crossed:
+        return f"{cell} moved from {old} to {new} as {value}."
+    return f"{cell} moved from {old} to {new}: {' and '.join(crossed)} as {value}."

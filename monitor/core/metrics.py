@@ -1,0 +1,305 @@
+"""The fairness metrics of SPEC section 2 as plain functions of count tallies.
+
+Every function takes a :class:`Tallies` whose arrays may carry any number of
+leading axes (bootstrap replicates, models, ...), a boolean ``support`` mask
+over groups (groups the caller leaves out) and ``min_support``, and returns an
+array of the leading shape. Undefined values (fewer than two groups left) are
+NaN; a NaN value counts as a Fail verdict.
+
+Support is judged on the records a rate is computed from (a departure from the
+papers, see docs/decisions.md): a group's rate enters a metric only when its
+*denominator* has at least ``min_support`` records: positives for TPR,
+negatives for FPR, flagged records for PPV, records for selection rate, Theil
+and calibration. The SPEC's "no positives: left out" rule is the special case
+``min_support = 1``. :func:`smallest_denominator` reports the weakest rate that
+entered a value.
+
+Layout of a tally (G = groups of the attribute, B = score bins):
+
+* ``tn fp fn tp`` (..., G): records per group in each (label, decision) cell.
+* ``bin_n``     (..., G, 2, B): records per group, label y, score bin.
+* ``bin_score`` (..., G, B):    sum of scores per group and score bin.
+
+Example:
+    >>> import numpy as np
+    >>> n = np.array([[[40, 10], [10, 40]], [[45, 5], [20, 30]]], dtype=float)
+    >>> t = Tallies.from_confusion(n)
+    >>> float(disparate_impact(t, np.array([True, True])))
+    0.7
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from monitor.core.counts import CountTable
+
+#: Tolerance for pass rules at the threshold: values within 1e-12 of it count as
+#: on it. Why: the same rational value computed along two float paths (counts vs
+#: records) may differ in the last bit, and a verdict must not depend on that.
+VERDICT_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class Tallies:
+    """Count-level sufficient statistics of one or many (resampled) audits.
+
+    The four (label, decision) cells are kept as separate (..., G) arrays rather
+    than one (..., G, 2, 2) array. Why: the bootstrap evaluates them millions of
+    times, and elementwise arithmetic on contiguous arrays is several times
+    faster than reductions over length-2 axes or strided slices.
+    """
+
+    tn: np.ndarray  # label 0, decision 0
+    fp: np.ndarray  # label 0, decision 1
+    fn: np.ndarray  # label 1, decision 0
+    tp: np.ndarray  # label 1, decision 1
+    bin_n: np.ndarray | None = None
+    bin_score: np.ndarray | None = None
+
+    @classmethod
+    def from_confusion(cls, n: np.ndarray, **bins: np.ndarray | None) -> Tallies:
+        """From an array (..., G, 2 labels, 2 decisions)."""
+        n = np.asarray(n, dtype=np.float64)
+        return cls(
+            tn=np.ascontiguousarray(n[..., 0, 0]),
+            fp=np.ascontiguousarray(n[..., 0, 1]),
+            fn=np.ascontiguousarray(n[..., 1, 0]),
+            tp=np.ascontiguousarray(n[..., 1, 1]),
+            **bins,
+        )
+
+    @cached_property
+    def group_size(self) -> np.ndarray:
+        return (self.tn + self.fp) + (self.fn + self.tp)
+
+
+def tallies_from_table(table: CountTable) -> Tallies:
+    """The point-estimate tallies of a whole count table."""
+    counts = table.counts.astype(np.float64)
+    return Tallies.from_confusion(
+        counts.sum(axis=-1),
+        bin_n=counts.sum(axis=2),
+        bin_score=table.score_sum.sum(axis=(1, 2)),
+    )
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    out = np.full(np.broadcast_shapes(num.shape, den.shape), np.nan)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+def _extremes(values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(min, max) over the valid groups (last axis); NaN where fewer than two are valid."""
+    values, valid = np.broadcast_arrays(values, valid)
+    # A loop over the (few) groups: elementwise min/max on (...) arrays is much
+    # faster than a numpy reduction over a short last axis.
+    lo = np.full(values.shape[:-1], np.inf)
+    hi = np.full(values.shape[:-1], -np.inf)
+    count = np.zeros(values.shape[:-1], dtype=np.int64)
+    for g in range(values.shape[-1]):
+        v, ok = values[..., g], valid[..., g]
+        np.minimum(lo, v, out=lo, where=ok)
+        np.maximum(hi, v, out=hi, where=ok)
+        count += ok
+    defined = count >= 2
+    return np.where(defined, lo, np.nan), np.where(defined, hi, np.nan)
+
+
+def positives(t: Tallies) -> np.ndarray:
+    """Records with label 1 per group: the TPR denominator."""
+    return t.tp + t.fn
+
+
+def negatives(t: Tallies) -> np.ndarray:
+    """Records with label 0 per group: the FPR denominator."""
+    return t.fp + t.tn
+
+
+def flagged(t: Tallies) -> np.ndarray:
+    """Records with decision 1 per group: the PPV denominator."""
+    return t.tp + t.fp
+
+
+def rate_denominator(name: str, t: Tallies) -> np.ndarray:
+    """Per group, the smallest denominator of the rates metric ``name`` uses."""
+    if name == "EOPP":
+        return positives(t)
+    if name == "EOD":
+        return np.minimum(positives(t), negatives(t))
+    if name == "PP":
+        return flagged(t)
+    return t.group_size  # DI, SPD (selection rate), TI, CAL, CAL_GAP
+
+
+def supported_groups(
+    name: str, t: Tallies, support: np.ndarray, min_support: float = 1
+) -> np.ndarray:
+    """Groups whose rates enter metric ``name``: in ``support`` and with every denominator
+    at least ``min_support`` (and never zero)."""
+    return support & (rate_denominator(name, t) >= max(min_support, 1))
+
+
+def smallest_denominator(
+    name: str, t: Tallies, support: np.ndarray, min_support: float = 1
+) -> np.ndarray:
+    """The smallest denominator among the groups that entered the value (NaN where the
+    value is undefined: fewer than two groups)."""
+    den = rate_denominator(name, t)
+    valid = supported_groups(name, t, support, min_support)
+    lo, _ = _extremes(den, valid)
+    return lo
+
+
+def _spread(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    lo, hi = _extremes(values, valid)
+    return hi - lo
+
+
+def selection_rate(t: Tallies) -> np.ndarray:
+    """SR_g: share of records with decision 1, per group."""
+    return _ratio(t.fp + t.tp, t.group_size)
+
+
+def true_positive_rate(t: Tallies) -> np.ndarray:
+    """TPR_g = P(d=1 | y=1, g); NaN for a group without positives."""
+    return _ratio(t.tp, t.tp + t.fn)
+
+
+def false_positive_rate(t: Tallies) -> np.ndarray:
+    """FPR_g = P(d=1 | y=0, g); NaN for a group without negatives."""
+    return _ratio(t.fp, t.fp + t.tn)
+
+
+def positive_predictive_value(t: Tallies) -> np.ndarray:
+    """PPV_g = P(y=1 | d=1, g); NaN for a group without predicted positives."""
+    return _ratio(t.tp, t.tp + t.fp)
+
+
+def disparate_impact(t: Tallies, support: np.ndarray, min_support: float = 1) -> np.ndarray:
+    """min_g SR_g / max_g SR_g; 1.0 when every group's selection rate is 0."""
+    lo, hi = _extremes(selection_rate(t), supported_groups("DI", t, support, min_support))
+    return np.where(hi > 0, _ratio(lo, hi), np.where(np.isnan(hi), np.nan, 1.0))
+
+
+def statistical_parity_difference(
+    t: Tallies, support: np.ndarray, min_support: float = 1
+) -> np.ndarray:
+    """max_g SR_g - min_g SR_g."""
+    return _spread(selection_rate(t), supported_groups("SPD", t, support, min_support))
+
+
+def equal_opportunity_difference(
+    t: Tallies, support: np.ndarray, min_support: float = 1
+) -> np.ndarray:
+    """max_g TPR_g - min_g TPR_g over groups with at least min_support positives."""
+    return _spread(true_positive_rate(t), supported_groups("EOPP", t, support, min_support))
+
+
+def equalized_odds_difference(
+    t: Tallies, support: np.ndarray, min_support: float = 1
+) -> np.ndarray:
+    """max(TPR gap, FPR gap) over groups with at least min_support positives and negatives."""
+    tpr, fpr = true_positive_rate(t), false_positive_rate(t)
+    valid = supported_groups("EOD", t, support, min_support)
+    return np.maximum(_spread(tpr, valid), _spread(fpr, valid))
+
+
+def theil_index_between_groups(
+    t: Tallies, support: np.ndarray, min_support: float = 1
+) -> np.ndarray:
+    """Between-group Theil index (GE(1)) of the benefit b = d - y + 1.
+
+    sum_g (n_g/n)(mu_g/mu) ln(mu_g/mu) over the supported groups, with 0 ln 0 = 0.
+    Undefined when mu = 0 (every record a missed positive).
+    """
+    support = supported_groups("TI", t, support, min_support)
+    n_g = np.where(support, t.group_size, 0.0)
+    # benefit 0: (y=1, d=0); 1: (y=0, d=0) and (y=1, d=1); 2: (y=0, d=1)
+    benefit = t.tn + t.tp + 2.0 * t.fp
+    benefit = np.where(support, benefit, 0.0)
+    total_n = n_g.sum(axis=-1, keepdims=True)
+    mu = _ratio(benefit.sum(axis=-1, keepdims=True), total_n)
+    rel = _ratio(_ratio(benefit, n_g), mu)  # mu_g / mu
+    term = np.zeros_like(rel)
+    pos = support & (rel > 0)
+    np.multiply(rel, np.log(np.where(pos, rel, 1.0)), out=term, where=pos)
+    weights = _ratio(n_g, total_n)
+    ti = np.where(support, weights * term, 0.0).sum(axis=-1)
+    defined = (support.sum(axis=-1) >= 2) & (mu[..., 0] > 0)
+    return np.where(defined, ti, np.nan)
+
+
+def predictive_parity_difference(
+    t: Tallies, support: np.ndarray, min_support: float = 1
+) -> np.ndarray:
+    """max_g PPV_g - min_g PPV_g over groups with at least min_support flagged records."""
+    ppv = positive_predictive_value(t)
+    return _spread(ppv, supported_groups("PP", t, support, min_support))
+
+
+def expected_calibration_error(t: Tallies) -> np.ndarray:
+    """ECE_g = sum_b (n_gb/n_g) |mean label_gb - mean score_gb|, per group.
+
+    Equivalently sum_b |labels_gb - scores_gb| / n_g, which needs no per-bin division.
+    """
+    if t.bin_n is None or t.bin_score is None:
+        raise ValueError("calibration needs bin tallies")
+    label_sum = t.bin_n[..., :, 1, :]
+    gap = np.abs(label_sum - t.bin_score).sum(axis=-1)
+    return _ratio(gap, t.bin_n.sum(axis=(-1, -2)))
+
+
+def calibration_max_ece(t: Tallies, support: np.ndarray, min_support: float = 1) -> np.ndarray:
+    """max_g ECE_g (10 equal-width bins by default)."""
+    ece = expected_calibration_error(t)
+    _, hi = _extremes(ece, supported_groups("CAL", t, support, min_support))
+    return hi
+
+
+def calibration_max_gap(t: Tallies, support: np.ndarray, min_support: float = 1) -> np.ndarray:
+    """max_g |mean score_g - mean label_g| (the calibration-in-the-large variant)."""
+    if t.bin_n is None or t.bin_score is None:
+        raise ValueError("calibration needs bin tallies")
+    gap = np.abs(t.bin_score.sum(axis=-1) - t.bin_n[..., :, 1, :].sum(axis=-1))
+    valid = supported_groups("CAL_GAP", t, support, min_support)
+    _, hi = _extremes(_ratio(gap, t.bin_n.sum(axis=(-1, -2))), valid)
+    return hi
+
+
+MetricFn = Callable[..., np.ndarray]  # (tallies, support, min_support=1) -> values
+
+#: Metric name -> function. The engine looks metrics up here by configured name.
+METRICS: dict[str, MetricFn] = {
+    "DI": disparate_impact,
+    "SPD": statistical_parity_difference,
+    "EOPP": equal_opportunity_difference,
+    "EOD": equalized_odds_difference,
+    "TI": theil_index_between_groups,
+    "PP": predictive_parity_difference,
+    "CAL": calibration_max_ece,
+    "CAL_GAP": calibration_max_gap,
+}
+
+#: Metrics that need score-bin tallies (the others need decision counts only).
+NEEDS_BINS = frozenset({"CAL", "CAL_GAP"})
+
+
+def passes(values: np.ndarray, threshold: float, direction: str) -> np.ndarray:
+    """The pass verdict of each value; NaN (undefined) is a Fail."""
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        if direction == ">=":
+            out = v >= threshold - VERDICT_EPS
+        elif direction == "<=":
+            out = v <= threshold + VERDICT_EPS
+        elif direction == "abs<=":
+            out = np.abs(v) <= threshold + VERDICT_EPS
+        else:
+            raise ValueError(f"unknown pass direction {direction!r}")
+    return out & ~np.isnan(v)

@@ -1,0 +1,143 @@
+"""What one evaluation produces, as typed records that travel the whole data path.
+
+The pipeline makes them (:class:`EvaluationRecord` per hop, one :class:`CellEvaluation`
+per cell), the store writes them, the exporter reads them at scrape time and the API
+serves them. Conversion to and from JSON happens only at the edges (:meth:`to_dict`,
+:meth:`from_dict`), so no layer reads a result back through string keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from monitor.core.axis1 import CellResult
+from monitor.core.events import CellEvent
+from monitor.core.numbers import as_float
+from monitor.core.tiers import Tier, TierResult
+
+_FLOAT_FIELDS = frozenset(
+    f.name for f in fields(CellResult) if f.type in ("float", float)
+)
+
+
+def cell_result_from_dict(d: dict[str, Any]) -> CellResult:
+    """The inverse of :meth:`CellResult.to_dict` after a JSON round trip (null -> NaN)."""
+    kw: dict[str, Any] = {}
+    for f in fields(CellResult):
+        v = d.get(f.name)
+        if f.name in _FLOAT_FIELDS:
+            v = as_float(v)
+        elif f.name.startswith("groups_left_out"):
+            v = tuple(v or ())
+        kw[f.name] = v
+    return CellResult(**kw)
+
+
+@dataclass(frozen=True)
+class CellEvaluation:
+    """One cell's Axis 1 result with its tier, the axes behind the tier and the debounced
+    (confirmed) verdict and tier after this evaluation, and the cell's reliable verdict
+    (confirmed with VFR <= tau_vfr in every confirming evaluation; None: none yet, see
+    :class:`monitor.core.events.ReliableVerdict`)."""
+
+    result: CellResult
+    evaluation: int
+    tier: TierResult
+    confirmed_tier: str | None
+    confirmed_verdict: str | None
+    n_star: float | None
+    kappa: float | None
+    evaluated_at: str
+    reliable_verdict: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        r = self.result
+        return (r.model_id, r.metric, r.attribute)
+
+    @property
+    def confirmed_pass(self) -> bool | None:
+        return None if self.confirmed_verdict is None else self.confirmed_verdict == "pass"
+
+    @property
+    def reliable_pass(self) -> bool | None:
+        return None if self.reliable_verdict is None else self.reliable_verdict == "pass"
+
+    @property
+    def confirmed_tier_value(self) -> Tier | None:
+        return None if self.confirmed_tier is None else Tier(self.confirmed_tier)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape stored in ``window_results.result`` and served by ``/api/cells``."""
+        return {
+            **self.result.to_dict(),
+            "evaluation": self.evaluation,
+            "tier": self.tier.tier.value,
+            "tier_level": self.tier.tier.level,
+            "failed_axes": list(self.tier.failed_axes),
+            "pending_axes": list(self.tier.pending_axes),
+            "not_applicable_axes": list(self.tier.not_applicable_axes),
+            "partial": self.tier.partial,
+            "confirmed_tier": self.confirmed_tier,
+            "confirmed_verdict": self.confirmed_verdict,
+            "reliable_verdict": self.reliable_verdict,
+            "n_star": self.n_star,
+            "kappa": self.kappa,
+            "evaluated_at": self.evaluated_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CellEvaluation:
+        """Read back what :meth:`to_dict` wrote (also rows written before
+        ``not_applicable_axes`` was stored: a partial tier then lacked only Axis 3)."""
+        na = d.get("not_applicable_axes")
+        if na is None:
+            na = ["axis3"] if d.get("partial") else []
+        tier = TierResult(
+            Tier(d["tier"]),
+            tuple(d.get("failed_axes") or ()),
+            tuple(d.get("pending_axes") or ()),
+            tuple(na),
+        )
+        n_star, kappa = d.get("n_star"), d.get("kappa")
+        return cls(
+            result=cell_result_from_dict(d),
+            evaluation=int(d["evaluation"]),
+            tier=tier,
+            confirmed_tier=d.get("confirmed_tier"),
+            confirmed_verdict=d.get("confirmed_verdict"),
+            n_star=None if n_star is None else as_float(n_star),
+            kappa=None if kappa is None else as_float(kappa),
+            evaluated_at=str(d.get("evaluated_at", "")),
+            reliable_verdict=d.get("reliable_verdict"),
+        )
+
+
+@dataclass(frozen=True)
+class WindowPosition:
+    """Which records an evaluation saw: the window at a model's stream position."""
+
+    kind: str  # "count" | "time"
+    first_seq: int | None
+    last_seq: int | None
+    end_count: int  # the model's accepted-record count at the hop
+    seed: int  # the Axis 1 seed derived from (seed, model, end_count)
+
+
+@dataclass(frozen=True)
+class EvaluationRecord:
+    """One hop evaluation of a model: what the store writes in the batch's transaction."""
+
+    model_id: str
+    evaluation: int
+    window: WindowPosition
+    cells: tuple[CellEvaluation, ...]
+    #: (metric, attribute, tracker state) after this evaluation
+    states: tuple[tuple[str, str, dict[str, Any]], ...]
+    events: tuple[CellEvent, ...]
+    evaluated_at: Any  # pandas Timestamp (UTC)
+    #: a wall-clock (``hop_seconds``) evaluation between two count hops: shown as the
+    #: cells' latest result, but not numbered, not in the window history and not seen by
+    #: the debounce, as where it falls depends on timing (docs/decisions.md)
+    interim: bool = False

@@ -1,0 +1,130 @@
+"""Reliability tiers (SPEC section 6): failed-axis count -> tier, honestly marked.
+
+A tier is only as good as the axes behind it, so two states are explicit:
+
+* ``Pending``: an axis that applies has no result yet (its scheduled job has
+  not run). The tier is not guessed from the others.
+* ``partial``: an axis cannot exist for this data, e.g. Axis 3 without hospital
+  ids. The tier counts the failed axes among those that do exist and says so;
+  it never fakes the missing axis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+from monitor.config import MonitorConfig
+
+
+class Tier(StrEnum):
+    PRACTICAL_STABILITY = "Practical-Stability"
+    CAUTION_REQUIRED = "Caution-Required"
+    HIGH_VARIANCE = "High-Variance"
+    CATASTROPHIC_INSTABILITY = "Catastrophic-Instability"
+    PENDING = "Pending"
+
+    @property
+    def level(self) -> int:
+        """0 (stable) .. 3 (catastrophic); -1 for Pending. Larger is worse."""
+        return TIER_LEVEL[self]
+
+
+TIER_LEVEL: dict[Tier, int] = {
+    Tier.PRACTICAL_STABILITY: 0,
+    Tier.CAUTION_REQUIRED: 1,
+    Tier.HIGH_VARIANCE: 2,
+    Tier.CATASTROPHIC_INSTABILITY: 3,
+    Tier.PENDING: -1,
+}
+_BY_FAILED = [
+    Tier.PRACTICAL_STABILITY,
+    Tier.CAUTION_REQUIRED,
+    Tier.HIGH_VARIANCE,
+    Tier.CATASTROPHIC_INSTABILITY,
+]
+
+#: An axis outcome: True = failed, False = passed, None = no result yet,
+#: NOT_APPLICABLE = cannot exist for this data.
+NOT_APPLICABLE = "not_applicable"
+AxisOutcome = bool | None | str
+
+
+@dataclass(frozen=True)
+class TierResult:
+    tier: Tier
+    failed_axes: tuple[str, ...]
+    pending_axes: tuple[str, ...]
+    not_applicable_axes: tuple[str, ...]
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.not_applicable_axes)
+
+    def to_dict(self) -> dict:
+        return {
+            "tier": self.tier.value,
+            "tier_level": self.tier.level,
+            "failed_axes": list(self.failed_axes),
+            "pending_axes": list(self.pending_axes),
+            "not_applicable_axes": list(self.not_applicable_axes),
+            "partial": self.partial,
+        }
+
+
+def axis1_fails(vfr: float | None, tau_vfr: float) -> bool | None:
+    """Axis 1 fails when VFR > tau_VFR."""
+    return None if vfr is None else bool(vfr > tau_vfr)
+
+
+def axis2_fails(n_star: float | None, n_field: float) -> bool | None:
+    """Axis 2 fails when N* > N_field (N* = inf when never reached)."""
+    return None if n_star is None else bool(n_star > n_field)
+
+
+def axis3_fails(kappa: float | None, cutoff: float = 0.40, applicable: bool = True) -> AxisOutcome:
+    """Axis 3 fails when kappa < cutoff; not applicable without hospitals."""
+    if not applicable:
+        return NOT_APPLICABLE
+    if kappa is None or (isinstance(kappa, float) and math.isnan(kappa)):
+        return None
+    return bool(kappa < cutoff)
+
+
+def reliability_tier(axis1: AxisOutcome, axis2: AxisOutcome, axis3: AxisOutcome) -> TierResult:
+    """Count failed axes -> tier; Pending if an applicable axis has no result.
+
+    >>> reliability_tier(True, False, True).tier.value
+    'High-Variance'
+    >>> reliability_tier(False, None, False).tier.value
+    'Pending'
+    >>> r = reliability_tier(True, True, NOT_APPLICABLE); (r.tier.value, r.partial)
+    ('High-Variance', True)
+    """
+    outcomes = {"axis1": axis1, "axis2": axis2, "axis3": axis3}
+    na = tuple(k for k, v in outcomes.items() if v == NOT_APPLICABLE)
+    pending = tuple(k for k, v in outcomes.items() if v is None)
+    failed = tuple(k for k, v in outcomes.items() if v is True)
+    if len(na) == len(outcomes):
+        raise ValueError("at least one axis must apply")
+    tier = Tier.PENDING if pending else _BY_FAILED[len(failed)]
+    return TierResult(tier, failed, pending, na)
+
+
+def cell_tier(
+    vfr: float | None,
+    n_star: float | None,
+    kappa: float | None,
+    axis3_applicable: bool,
+    config: MonitorConfig,
+) -> TierResult:
+    """The tier of a cell from its three axis values (None: no result yet)."""
+    out3 = (
+        axis3_fails(kappa, config.axis3.kappa_cutoff)
+        if axis3_applicable
+        else axis3_fails(None, applicable=False)
+    )
+    return reliability_tier(
+        axis1_fails(vfr, config.axis1.tau_vfr), axis2_fails(n_star, config.axis2.n_field), out3
+    )

@@ -1,0 +1,924 @@
+"""What the report shows, read into typed objects: from a DuckDB file or an audit directory.
+
+The service owns its DuckDB file (one writer process), so the report reads either
+through a cursor the service hands over or through a connection opened
+``read_only``; it issues SELECTs only. The offline audit leaves ``cells.json`` and
+``mppd.json``; the same objects are filled with what those hold (no history, no
+events).
+
+The small-cell rule is applied here, once, for every figure the page can show: a
+cell evaluated on fewer than :data:`SMALL_CELL` records, an MPPD entry with fewer
+pairs and a volume count below it are turned into ``None`` with ``suppressed``
+set, so no later step can draw them by mistake.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from monitor import __version__
+from monitor.config import MonitorConfig
+from monitor.stream.store import latest_axis_results
+
+#: Counts below this are never shown (the usual small-cell rule for health data).
+SMALL_CELL = 11
+#: Points per cell kept for the time-series figures (event evaluations are always kept).
+MAX_POINTS = 400
+#: Records per model read for the rolling AUROC (the latest ones).
+AUROC_MAX_RECORDS = 200_000
+
+
+class ReportInputError(ValueError):
+    """The input cannot be reported on; the message names the file or field."""
+
+
+# --------------------------------------------------------------------------- typed rows
+
+
+@dataclass(frozen=True)
+class CellPoint:
+    """One cell (model, metric, attribute) at one evaluation: the Axis 1 result and its tier."""
+
+    model_id: str
+    metric: str
+    attribute: str
+    evaluation: int
+    at: datetime | None  # event time of the window's last record (else evaluation time)
+    window_n: int
+    threshold: float
+    direction: str
+    value: float | None
+    vfr: float | None
+    ci_low: float | None
+    ci_high: float | None
+    dominant_verdict: str | None
+    point_verdict: str | None
+    tier: str
+    confirmed_tier: str | None = None
+    confirmed_verdict: str | None = None
+    n_star: float | None = None  # math.inf when not reached; None when not computed
+    kappa: float | None = None
+    failed_axes: tuple[str, ...] = ()
+    pending_axes: tuple[str, ...] = ()
+    partial: bool = False
+    n_pass: int | None = None
+    K: int | None = None
+    suppressed: bool = False  # window_n < SMALL_CELL: nothing numeric may be shown
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.metric, self.attribute)
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """A verdict flip or tier change of one cell (old and new are verdicts or tier names)."""
+
+    id: int
+    kind: str
+    model_id: str
+    metric: str
+    attribute: str
+    old: str
+    new: str
+    confirmed: bool
+    direction: str
+    evaluation: int
+    at: datetime | None
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    size: int
+    cv: float | None  # None: infinite (mean 0 or undefined)
+
+
+@dataclass(frozen=True)
+class NStarCurve:
+    """Axis 2 of one cell: CV of the metric against audit size."""
+
+    metric: str
+    attribute: str
+    cohort_n: int
+    n_star: float  # math.inf when not reached below the cohort size
+    reached: bool
+    fails: bool
+    points: tuple[CurvePoint, ...]
+
+
+@dataclass(frozen=True)
+class MetricAgreement:
+    """Axis 3 of one metric: Fleiss' kappa over hospital folds, and the folds that pass."""
+
+    metric: str
+    kappa: float | None
+    band: str | None
+    degenerate: bool
+    fails: bool
+    #: attribute -> (folds that pass, folds with a defined verdict)
+    pass_folds: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Axis3Summary:
+    applicable: bool
+    reason: str
+    n_folds: int
+    n_hospitals: int
+    kappa_cutoff: float
+    metrics: tuple[MetricAgreement, ...]
+
+
+@dataclass(frozen=True)
+class ReferenceBar:
+    """Reference-based MPPD of one group; mean/pairs None when withheld (<11 pairs)."""
+
+    group: str
+    mean: float | None
+    pairs: int | None
+    low_support: bool
+    gap: float | None
+    suppressed: bool
+
+
+@dataclass(frozen=True)
+class MPPDAttribute:
+    """MPPD of one attribute: reference bars and the pairwise matrix (anchor x matched)."""
+
+    attribute: str
+    reference: str | None
+    bars: tuple[ReferenceBar, ...]
+    groups: tuple[str, ...]
+    means: tuple[tuple[float | None, ...], ...]
+    pairs: tuple[tuple[int | None, ...], ...]  # None: fewer than SMALL_CELL pairs
+    low_support: tuple[tuple[bool, ...], ...]
+
+
+@dataclass(frozen=True)
+class VolumePoint:
+    """Records of one model in one calendar month (None: fewer than SMALL_CELL)."""
+
+    month: str
+    records: int | None
+
+
+@dataclass(frozen=True)
+class AurocPoint:
+    records: int  # stream position at the block's end
+    auroc: float
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    job: str
+    success: int
+    failed: int
+    last_state: str
+    last_at: datetime | None
+
+
+@dataclass
+class ModelReport:
+    """Everything the page shows about one model."""
+
+    model_id: str
+    cells: list[CellPoint]  # latest per cell, in config order
+    history: dict[tuple[str, str], list[CellPoint]] = field(default_factory=dict)
+    events: list[EventRow] = field(default_factory=list)
+    raw_events: int = 0  # unconfirmed changes in the period (debounced)
+    #: event id -> (the cell before the change began, the cell at the event)
+    event_context: dict[int, tuple[CellPoint | None, CellPoint | None]] = field(
+        default_factory=dict
+    )
+    n_star: list[NStarCurve] = field(default_factory=list)
+    axis3: Axis3Summary | None = None
+    mppd: list[MPPDAttribute] = field(default_factory=list)
+    mppd_note: str = ""
+    records: int | None = None
+    evaluations: int | None = None
+    volume: list[VolumePoint] = field(default_factory=list)
+    auroc: list[AurocPoint] = field(default_factory=list)
+
+    def cell(self, metric: str, attribute: str) -> CellPoint | None:
+        for c in self.cells:
+            if c.metric == metric and c.attribute == attribute:
+                return c
+        return None
+
+
+@dataclass
+class ReportData:
+    """The whole page's content, before any drawing."""
+
+    source: str  # "database" | "audit"
+    source_name: str
+    generated_at: datetime
+    version: str
+    config_hash: str
+    config_hash_kind: str  # "configuration" | "thresholds"
+    period: tuple[datetime, datetime] | None
+    models: list[ModelReport]
+    metrics: list[str]
+    attributes: list[str]
+    group_labels: dict[str, dict[str, str]]
+    tau: float
+    cv_cutoff: float
+    n_field: int
+    kappa_cutoff: float
+    confirm_windows: int
+    dead_letters: int | None = None
+    jobs: list[JobSummary] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def model(self, model_id: str) -> ModelReport:
+        for m in self.models:
+            if m.model_id == model_id:
+                return m
+        raise KeyError(model_id)
+
+
+# --------------------------------------------------------------------------- parsing helpers
+
+
+def _num(x: Any) -> float | None:
+    """A JSON number as float; None for null/NaN; math.inf for "inf"."""
+    if x is None:
+        return None
+    if isinstance(x, str):
+        if x in ("inf", "Infinity"):
+            return math.inf
+        try:
+            x = float(x)
+        except ValueError:
+            return None
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def _int(x: Any) -> int | None:
+    """A count, or None when it is withheld ("<11") or missing."""
+    if x is None or isinstance(x, str):
+        return None
+    return int(x)
+
+
+def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPoint:
+    """A stored window result (or an audit cells.json row) as a CellPoint, small-cell safe."""
+    window_n = int(r.get("window_n", r.get("cohort_n", 0)) or 0)
+    small = window_n < SMALL_CELL
+
+    def shown(x: Any) -> float | None:
+        return None if small else _num(x)
+
+    def axes(x: Any) -> tuple[str, ...]:
+        if isinstance(x, str):
+            return tuple(a for a in x.split("+") if a)
+        return tuple(x or ())
+
+    return CellPoint(
+        model_id=str(r["model_id"]),
+        metric=str(r["metric"]),
+        attribute=str(r["attribute"]),
+        evaluation=int(r.get("evaluation") or 0),
+        at=at,
+        window_n=window_n,
+        threshold=float(r["threshold"]),
+        direction=str(r["direction"]),
+        value=shown(r.get("value")),
+        vfr=shown(r.get("vfr")),
+        ci_low=shown(r.get("ci_low")),
+        ci_high=shown(r.get("ci_high")),
+        dominant_verdict=None if small else r.get("dominant_verdict"),
+        point_verdict=None if small else r.get("point_verdict"),
+        tier=str(r.get("tier") or "Pending"),
+        confirmed_tier=r.get("confirmed_tier"),
+        confirmed_verdict=None if small else r.get("confirmed_verdict"),
+        n_star=shown(r.get("n_star")),
+        kappa=shown(r.get("kappa")),
+        failed_axes=axes(r.get("failed_axes")),
+        pending_axes=axes(r.get("pending_axes")),
+        partial=bool(r.get("partial")) and str(r.get("partial")) != "False",
+        n_pass=None if small else _int(r.get("n_pass")),
+        K=_int(r.get("K")),
+        suppressed=small,
+    )
+
+
+def _ts(x: Any) -> datetime | None:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    t = pd.Timestamp(x)
+    if pd.isna(t):
+        return None
+    if t.tzinfo is None:
+        t = t.tz_localize("UTC")
+    return t.to_pydatetime()
+
+
+def n_star_curves(payload: Iterable[Mapping[str, Any]]) -> list[NStarCurve]:
+    """Axis 2's stored cells (``Axis2Cell.to_dict``) as curves."""
+    out = []
+    for c in payload:
+        out.append(
+            NStarCurve(
+                metric=c["metric"],
+                attribute=c["attribute"],
+                cohort_n=int(c.get("cohort_n") or 0),
+                n_star=math.inf if c.get("n_star") is None else float(c["n_star"]),
+                reached=bool(c.get("reached")),
+                fails=bool(c.get("fails")),
+                points=tuple(CurvePoint(int(p["size"]), _num(p.get("cv"))) for p in c["curve"]),
+            )
+        )
+    return out
+
+
+def axis3_summary(p: Mapping[str, Any], default_cutoff: float) -> Axis3Summary:
+    """Axis 3's stored result (``Axis3Result.to_dict``): kappa per metric, folds per cell."""
+    folds: dict[str, dict[str, tuple[int, int]]] = {}
+    for c in p.get("cells", []):
+        n = int(c.get("n_folds") or 0) - int(c.get("n_undefined_folds") or 0)
+        folds.setdefault(c["metric"], {})[c["attribute"]] = (int(c.get("n_pass_folds") or 0), n)
+    metrics = tuple(
+        MetricAgreement(
+            metric=m["metric"],
+            kappa=_num(m.get("kappa")),
+            band=m.get("band"),
+            degenerate=bool(m.get("degenerate")),
+            fails=bool(m.get("fails_axis3")),
+            pass_folds=folds.get(m["metric"], {}),
+        )
+        for m in p.get("metrics", [])
+    )
+    return Axis3Summary(
+        applicable=bool(p.get("applicable")),
+        reason=str(p.get("reason") or p.get("note") or ""),
+        n_folds=int(p.get("n_folds") or 0),
+        n_hospitals=int(p.get("n_hospitals") or 0),
+        kappa_cutoff=float(p.get("kappa_cutoff", default_cutoff)),
+        metrics=metrics,
+    )
+
+
+def mppd_attributes(per_attr: Mapping[str, Any]) -> list[MPPDAttribute]:
+    """One model's ``mppd`` entry of the EquiLense payload, with the small-cell rule re-applied.
+
+    The service already withholds means over fewer than 11 pairs ("<11"); an older file
+    or another writer may not have, so the rule is applied here again.
+    """
+    out = []
+    for attr, d in per_attr.items():
+        ref = d.get("reference") or {}
+        bars = []
+        for g in ref.get("groups", []):
+            pairs = _int(g.get("pairs"))
+            small = pairs is None or pairs < SMALL_CELL
+            bars.append(
+                ReferenceBar(
+                    group=str(g["group"]),
+                    mean=None if small else _num(g.get("mean")),
+                    pairs=None if small else pairs,
+                    low_support=bool(g.get("low_support")),
+                    gap=None if small else _num(g.get("gap_to_reference")),
+                    suppressed=small,
+                )
+            )
+        pw = d.get("pairwise") or {}
+        groups = tuple(str(g) for g in pw.get("groups", []))
+        means, pairs, low = [], [], []
+        for i in range(len(groups)):
+            mr, pr = [], []
+            for j in range(len(groups)):
+                n = _int(pw["pairs"][i][j])
+                ok = n is not None and n >= SMALL_CELL
+                pr.append(n if ok else None)
+                mr.append(_num(pw["means"][i][j]) if ok else None)
+            means.append(tuple(mr))
+            pairs.append(tuple(pr))
+            lows = pw.get("low_support") or [[False] * len(groups)] * len(groups)
+            low.append(tuple(bool(x) for x in lows[i]))
+        out.append(
+            MPPDAttribute(
+                attribute=str(attr),
+                reference=ref.get("reference"),
+                bars=tuple(bars),
+                groups=groups,
+                means=tuple(means),
+                pairs=tuple(pairs),
+                low_support=tuple(low),
+            )
+        )
+    return out
+
+
+def config_hash(config: MonitorConfig) -> str:
+    """A short hash of the whole configuration (what the service ran with)."""
+    return hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:12]
+
+
+def thresholds_hash(cells: Iterable[CellPoint]) -> str:
+    """A short hash of the cells' (metric, threshold, direction) rules.
+
+    Why: schema v2 does not store the configuration; the rules the verdicts were
+    judged against are in every stored result, so two reports with the same hash
+    judged by the same thresholds.
+    """
+    rules = sorted({(c.metric, c.threshold, c.direction) for c in cells})
+    return hashlib.sha256(json.dumps(rules).encode()).hexdigest()[:12]
+
+
+def _ordered(cells: list[CellPoint], metrics: list[str], attributes: list[str]) -> list[CellPoint]:
+    def rank(c: CellPoint) -> tuple[int, int, str, str]:
+        m = metrics.index(c.metric) if c.metric in metrics else len(metrics)
+        a = attributes.index(c.attribute) if c.attribute in attributes else len(attributes)
+        return (m, a, c.metric, c.attribute)
+
+    return sorted(cells, key=rank)
+
+
+def _axis_names(cells: Iterable[CellPoint], config: MonitorConfig) -> tuple[list[str], list[str]]:
+    """Metrics and attributes in config order, then any others the data has."""
+    metrics = [m.name for m in config.metrics]
+    attributes = [a.name for a in config.attributes]
+    for c in cells:
+        if c.metric not in metrics:
+            metrics.append(c.metric)
+        if c.attribute not in attributes:
+            attributes.append(c.attribute)
+    return metrics, attributes
+
+
+def _base(config: MonitorConfig, **kw: Any) -> dict[str, Any]:
+    return {
+        "generated_at": datetime.now(UTC),
+        "version": __version__,
+        "group_labels": {a.name: dict(a.groups) for a in config.attributes},
+        "tau": config.axis1.tau_vfr,
+        "cv_cutoff": config.axis2.cv_cutoff,
+        "n_field": config.axis2.n_field,
+        "kappa_cutoff": config.axis3.kappa_cutoff,
+        "confirm_windows": config.confirm_windows,
+        **kw,
+    }
+
+
+def _guard_notes(config: MonitorConfig) -> list[str]:
+    if config.axis1.min_group_support < SMALL_CELL:
+        return [
+            f"axis1.min_group_support is {config.axis1.min_group_support}: a metric may rest "
+            f"on a group of fewer than {SMALL_CELL} records, so every value is withheld (<11)."
+        ]
+    return []
+
+
+# --------------------------------------------------------------------------- DuckDB
+
+
+def open_database(path: str | Path) -> duckdb.DuckDBPyConnection:
+    """The file, read-only; a clear error when it is missing or locked by a running service."""
+    p = Path(path)
+    if not p.is_file():
+        raise ReportInputError(f"--db {p}: no such file")
+    try:
+        return duckdb.connect(str(p), read_only=True)
+    except duckdb.Error as exc:
+        raise ReportInputError(
+            f"--db {p}: cannot open read-only ({exc}). A running service holds the file: "
+            "read the report it serves at /, or stop it first."
+        ) from None
+
+
+def _tables(c: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in c.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def _eval_times(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], datetime | None]:
+    """(model, evaluation) -> event time of the window's last record, else evaluation time."""
+    rows = c.execute(
+        "SELECT w.model_id, w.evaluation, COALESCE(any_value(d.event_time), "
+        "any_value(w.evaluated_at)) FROM (SELECT DISTINCT model_id, evaluation, "
+        "window_last_seq, evaluated_at FROM window_results) w "
+        "LEFT JOIN discharges d ON d.seq = w.window_last_seq GROUP BY 1, 2"
+    ).fetchall()
+    return {(m, int(e)): _ts(t) for m, e, t in rows}
+
+
+_HISTORY_SQL = """
+SELECT model_id, metric, attribute, evaluation, tier, confirmed_tier,
+       result->>'$.window_n', result->>'$.threshold', result->>'$.direction',
+       result->>'$.value', result->>'$.vfr', result->>'$.ci_low', result->>'$.ci_high',
+       result->>'$.dominant_verdict', result->>'$.point_verdict', result->>'$.n_star',
+       result->>'$.kappa', result->'$.failed_axes', result->'$.pending_axes',
+       result->>'$.partial', result->>'$.n_pass', result->>'$.K', result->>'$.confirmed_verdict'
+FROM window_results WHERE model_id = ? ORDER BY evaluation, metric, attribute
+"""
+
+
+def _history(
+    c: duckdb.DuckDBPyConnection, model: str, times: dict[tuple[str, int], datetime | None]
+) -> dict[tuple[str, str], list[CellPoint]]:
+    """Every stored evaluation of a model's cells (fields picked by DuckDB, not by json.loads)."""
+    out: dict[tuple[str, str], list[CellPoint]] = {}
+    for row in c.execute(_HISTORY_SQL, [model]).fetchall():
+        (
+            m,
+            metric,
+            attr,
+            ev,
+            tier,
+            ctier,
+            wn,
+            thr,
+            dirn,
+            value,
+            vfr,
+            lo,
+            hi,
+            dom,
+            pt,
+            ns,
+            kp,
+            failed,
+            pending,
+            partial,
+            n_pass,
+            K,
+            cverdict,
+        ) = row
+        r = {
+            "model_id": m,
+            "metric": metric,
+            "attribute": attr,
+            "evaluation": ev,
+            "tier": tier,
+            "confirmed_tier": ctier,
+            "window_n": int(wn or 0),
+            "threshold": thr,
+            "direction": dirn,
+            "value": value,
+            "vfr": vfr,
+            "ci_low": lo,
+            "ci_high": hi,
+            "dominant_verdict": dom,
+            "point_verdict": pt,
+            "n_star": ns,
+            "kappa": kp,
+            "failed_axes": json.loads(failed) if failed else [],
+            "pending_axes": json.loads(pending) if pending else [],
+            "partial": partial == "true",
+            "n_pass": None if n_pass is None else int(n_pass),
+            "K": None if K is None else int(K),
+            "confirmed_verdict": cverdict,
+        }
+        out.setdefault((metric, attr), []).append(cell_from_result(r, times.get((m, int(ev)))))
+    return out
+
+
+def _volume(c: duckdb.DuckDBPyConnection, model: str, since: datetime | None) -> list[VolumePoint]:
+    sql = (
+        "SELECT strftime(date_trunc('month', event_time AT TIME ZONE 'UTC'), '%Y-%m') AS mo, "
+        "count(*) FROM discharges WHERE model_id = ?"
+    )
+    params: list[Any] = [model]
+    if since is not None:
+        sql += " AND event_time >= ?"
+        params.append(since)
+    rows = c.execute(sql + " GROUP BY 1 ORDER BY 1", params).fetchall()
+    return [VolumePoint(m, int(n) if n >= SMALL_CELL else None) for m, n in rows]
+
+
+def rolling_auroc(label: np.ndarray, score: np.ndarray, block: int, end: int) -> list[AurocPoint]:
+    """AUROC of consecutive blocks of ``block`` records (ending at stream position ``end``).
+
+    A block is left out when either class has fewer than SMALL_CELL records: an
+    AUROC over three positives describes three patients.
+    """
+    from sklearn.metrics import roc_auc_score
+
+    out = []
+    n = len(label)
+    start0 = n % block
+    for s in range(start0, n - block + 1, block):
+        y = label[s : s + block]
+        pos = int(y.sum())
+        if pos < SMALL_CELL or block - pos < SMALL_CELL:
+            continue
+        out.append(AurocPoint(end - n + s + block, float(roc_auc_score(y, score[s : s + block]))))
+    return out
+
+
+def _auroc(c: duckdb.DuckDBPyConnection, model: str, block: int, records: int) -> list[AurocPoint]:
+    got = c.execute(
+        "SELECT label, score FROM (SELECT seq, label, score FROM discharges WHERE model_id = ? "
+        f"ORDER BY seq DESC LIMIT {AUROC_MAX_RECORDS}) ORDER BY seq",
+        [model],
+    ).fetchnumpy()
+    label = np.asarray(got["label"], dtype=np.int64)
+    score = np.asarray(got["score"], dtype=np.float64)
+    return rolling_auroc(label, score, block, max(records, len(label)))
+
+
+def _jobs(c: duckdb.DuckDBPyConnection, since: datetime | None) -> list[JobSummary]:
+    sql = (
+        "SELECT job, count(*) FILTER (WHERE state = 'success'), "
+        "count(*) FILTER (WHERE state <> 'success'), arg_max(state, started_at), "
+        "max(started_at) FROM job_runs"
+    )
+    params: list[Any] = []
+    if since is not None:
+        sql += " WHERE started_at >= ?"
+        params.append(since)
+    rows = c.execute(sql + " GROUP BY job ORDER BY job", params).fetchall()
+    return [JobSummary(j, int(s), int(f), str(st), _ts(at)) for j, s, f, st, at in rows]
+
+
+def event_context(
+    points: list[CellPoint], event: EventRow, confirm_windows: int
+) -> tuple[CellPoint | None, CellPoint | None]:
+    """The cell before a confirmed change began and at the event, from its history.
+
+    "Before" is the latest evaluation ahead of the debounce streak whose own (raw)
+    verdict or tier still was the event's old value: the evaluation just before a
+    confirmed event already shows the new value, and raw values may have wandered.
+    """
+    cur = next((p for p in points if p.evaluation == event.evaluation), None)
+
+    def old_value(p: CellPoint) -> bool:
+        got = p.dominant_verdict if event.kind == "verdict_flip" else p.tier
+        return got == event.old
+
+    earlier = [p for p in points if p.evaluation <= event.evaluation - confirm_windows]
+    matching = [p for p in earlier if old_value(p)]
+    if matching:
+        return matching[-1], cur
+    before = earlier or [p for p in points if p.evaluation < event.evaluation]
+    return (before[-1] if before else None), cur
+
+
+def _downsample(points: list[CellPoint], keep: set[int]) -> list[CellPoint]:
+    """At most MAX_POINTS evenly spaced evaluations, plus every evaluation in ``keep``."""
+    if len(points) <= MAX_POINTS:
+        return points
+    idx = set(np.linspace(0, len(points) - 1, MAX_POINTS).round().astype(int).tolist())
+    return [p for i, p in enumerate(points) if i in idx or p.evaluation in keep]
+
+
+def read_database(
+    conn: duckdb.DuckDBPyConnection,
+    config: MonitorConfig | None = None,
+    *,
+    models: list[str] | None = None,
+    since: datetime | None = None,
+    source_name: str = "DuckDB",
+) -> ReportData:
+    """Read a service's DuckDB file (through ``conn``; SELECT only) into a ReportData.
+
+    ``config``: what the service ran with, when known (its hash goes in the header;
+    without it the thresholds stored with the results are hashed). ``since`` keeps
+    evaluations, events and volumes whose event time is at or after it.
+    """
+    cfg = config or MonitorConfig()
+    c = conn
+    missing = {"window_results", "cell_state", "events"} - _tables(c)
+    if missing:
+        raise ReportInputError(
+            f"{source_name}: not a vfr-monitor database (no table {sorted(missing)[0]})"
+        )
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    times = _eval_times(c)
+    stored = [
+        r[0] for r in c.execute("SELECT DISTINCT model_id FROM cell_state ORDER BY 1").fetchall()
+    ]
+    if models:
+        unknown = [m for m in models if m not in stored]
+        if unknown:
+            raise ReportInputError(
+                f"--model {unknown[0]}: not in {source_name}; models there: {', '.join(stored)}"
+            )
+        stored = [m for m in stored if m in models]
+    state = {
+        r[0]: (int(r[1]), int(r[2]))
+        for r in c.execute("SELECT model_id, records, evaluations FROM model_state").fetchall()
+    }
+    axis2 = latest_axis_results(c, "axis2")
+    axis3 = latest_axis_results(c, "axis3")
+    eq = latest_axis_results(c, "equilense")
+    hop = cfg.window.hop_records
+    guard = _guard_notes(cfg)
+    out_models = []
+    all_cells: list[CellPoint] = []
+    for model in stored:
+        latest = []
+        for (lt,) in c.execute(
+            "SELECT latest FROM cell_state WHERE model_id = ? AND latest IS NOT NULL", [model]
+        ).fetchall():
+            r = json.loads(lt)
+            latest.append(cell_from_result(r, times.get((model, int(r.get("evaluation") or 0)))))
+        history = _history(c, model, times)
+        ev_rows = c.execute(
+            "SELECT id, kind, model_id, metric, attribute, old, new, confirmed, direction, "
+            "evaluation FROM events WHERE model_id = ? ORDER BY id",
+            [model],
+        ).fetchall()
+        events = [
+            EventRow(
+                int(i),
+                k,
+                m,
+                me,
+                a,
+                str(o),
+                str(n),
+                bool(cf),
+                str(d),
+                int(e),
+                times.get((m, int(e))),
+            )
+            for i, k, m, me, a, o, n, cf, d, e in ev_rows
+        ]
+        context = {
+            e.id: event_context(history.get((e.metric, e.attribute), []), e, cfg.confirm_windows)
+            for e in events
+            if e.confirmed
+        }
+        if since is not None:
+            events = [e for e in events if e.at is None or e.at >= since]
+            history = {
+                k: [p for p in v if p.at is None or p.at >= since] for k, v in history.items()
+            }
+        if guard:
+            latest = [_withheld(p) for p in latest]
+            history = {k: [_withheld(p) for p in v] for k, v in history.items()}
+        confirmed = [e for e in events if e.confirmed]
+        keep = {e.evaluation for e in confirmed}
+        history = {k: _downsample(v, keep) for k, v in history.items()}
+        records, evaluations = state.get(model, (None, None))
+        mr = ModelReport(
+            model_id=model,
+            cells=latest,
+            history=history,
+            events=confirmed,
+            raw_events=len(events) - len(confirmed),
+            records=records,
+            evaluations=evaluations,
+            event_context={e.id: context[e.id] for e in confirmed},
+        )
+        if guard:
+            mr.event_context = {
+                k: tuple(None if p is None else _withheld(p) for p in v)  # type: ignore[misc]
+                for k, v in mr.event_context.items()
+            }
+        if model in axis2:
+            mr.n_star = n_star_curves(axis2[model])
+        if model in axis3:
+            mr.axis3 = axis3_summary(axis3[model], cfg.axis3.kappa_cutoff)
+        for payload in eq.values():
+            entry = (payload.get("models") or {}).get(model)
+            if entry is not None:
+                mr.mppd = mppd_attributes(entry.get("mppd") or {})
+            elif payload.get("mppd_note"):
+                mr.mppd_note = str(payload["mppd_note"])
+        mr.volume = _volume(c, model, since)
+        mr.auroc = _auroc(c, model, hop, records or 0)
+        out_models.append(mr)
+        all_cells.extend(latest)
+    metrics, attributes = _axis_names(all_cells, cfg)
+    for mr in out_models:
+        mr.cells = _ordered(mr.cells, metrics, attributes)
+    points = [p.at for mr in out_models for v in mr.history.values() for p in v if p.at]
+    period = (min(points), max(points)) if points else None
+    dead = int(c.execute("SELECT count(*) FROM dead_letters").fetchone()[0])
+    return ReportData(
+        **_base(
+            cfg,
+            source="database",
+            source_name=source_name,
+            config_hash=config_hash(cfg) if config is not None else thresholds_hash(all_cells),
+            config_hash_kind="configuration" if config is not None else "thresholds",
+            period=period,
+            models=out_models,
+            metrics=metrics,
+            attributes=attributes,
+            dead_letters=dead,
+            jobs=_jobs(c, since),
+            notes=guard,
+        )
+    )
+
+
+def _withheld(p: CellPoint) -> CellPoint:
+    from dataclasses import replace
+
+    return replace(
+        p,
+        value=None,
+        vfr=None,
+        ci_low=None,
+        ci_high=None,
+        dominant_verdict=None,
+        point_verdict=None,
+        confirmed_verdict=None,
+        n_star=None,
+        kappa=None,
+        n_pass=None,
+        suppressed=True,
+    )
+
+
+# --------------------------------------------------------------------------- audit directory
+
+
+def read_audit_dir(
+    path: str | Path, config: MonitorConfig | None = None, *, models: list[str] | None = None
+) -> ReportData:
+    """An offline audit's ``cells.json`` (and ``mppd.json`` when present) as a ReportData.
+
+    The audit has one cohort, so there is no history, no events and no N* curve (only
+    N* itself); kappa per metric is the kappa its cells carry.
+    """
+    cfg = config or MonitorConfig()
+    d = Path(path)
+    cells_path = d / "cells.json"
+    if not cells_path.is_file():
+        raise ReportInputError(f"--audit-dir {d}: no cells.json (write one with vfr-monitor audit)")
+    try:
+        raw = json.loads(cells_path.read_text())
+        rows = raw["cells"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ReportInputError(f"{cells_path}: not an audit cells.json ({exc})") from None
+    cells = [cell_from_result(r) for r in rows]
+    guard = _guard_notes(cfg)
+    if guard:
+        cells = [_withheld(p) for p in cells]
+    names = sorted({c.model_id for c in cells})
+    if models:
+        unknown = [m for m in models if m not in names]
+        if unknown:
+            raise ReportInputError(
+                f"--model {unknown[0]}: not in {cells_path}; models there: {', '.join(names)}"
+            )
+        names = [m for m in names if m in models]
+    metrics, attributes = _axis_names(cells, cfg)
+    eq: dict[str, Any] = {}
+    if (d / "mppd.json").is_file():
+        eq = json.loads((d / "mppd.json").read_text())
+    out = []
+    for model in names:
+        mine = _ordered([c for c in cells if c.model_id == model], metrics, attributes)
+        mr = ModelReport(model_id=model, cells=mine)
+        mr.axis3 = _audit_axis3(rows, model, cfg)
+        entry = (eq.get("models") or {}).get(model)
+        if entry is not None:
+            mr.mppd = mppd_attributes(entry.get("mppd") or {})
+        elif eq.get("mppd_note"):
+            mr.mppd_note = str(eq["mppd_note"])
+        mr.records = max((c.window_n for c in mine), default=None)
+        out.append(mr)
+    notes = [*guard, *(str(n) for n in raw.get("notes", []))]
+    return ReportData(
+        **_base(
+            cfg,
+            source="audit",
+            source_name=str(d),
+            config_hash=thresholds_hash(cells),
+            config_hash_kind="thresholds",
+            period=None,
+            models=out,
+            metrics=metrics,
+            attributes=attributes,
+            notes=notes,
+        )
+    )
+
+
+def _audit_axis3(rows: list[Mapping[str, Any]], model: str, cfg: MonitorConfig) -> Axis3Summary:
+    mine = [r for r in rows if r["model_id"] == model]
+    applicable = not any(r.get("kappa_band") == "not applicable" for r in mine)
+    by_metric: dict[str, Mapping[str, Any]] = {}
+    for r in mine:
+        by_metric.setdefault(r["metric"], r)
+    small = any(int(r.get("cohort_n") or 0) < SMALL_CELL for r in mine)
+    metrics = tuple(
+        MetricAgreement(
+            metric=m,
+            kappa=None if small else _num(r.get("kappa")),
+            band=r.get("kappa_band"),
+            degenerate=bool(r.get("kappa_degenerate")),
+            fails="axis3" in str(r.get("failed_axes") or ""),
+        )
+        for m, r in by_metric.items()
+    )
+    reason = next((str(r.get("axis3_note")) for r in mine if r.get("axis3_note")), "")
+    return Axis3Summary(applicable, reason, 0, 0, cfg.axis3.kappa_cutoff, metrics)

@@ -1,0 +1,434 @@
+"""The page: ReportData + figures + sentences through one Jinja2 template, to one HTML string.
+
+The page is self-contained (inline CSS and SVG, no URL, no script), so it can be
+mailed, archived with the board papers and printed on A4 as it is.
+:func:`render_report` is also what the service calls to serve the page live: it
+accepts the service's own DuckDB cursor, because the service's process is the
+file's one writer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from monitor.config import MonitorConfig
+from monitor.report import figures
+from monitor.report.data import (
+    SMALL_CELL,
+    CellPoint,
+    ModelReport,
+    ReportData,
+    ReportInputError,
+    open_database,
+    read_audit_dir,
+    read_database,
+)
+from monitor.report.interventions import InterventionsView, read_interventions
+from monitor.report.sentences import (
+    cell_label,
+    cell_sentence,
+    event_sentence,
+    fmt_n,
+    landis_koch_band,
+    tier_name,
+)
+
+#: Newest confirmed events listed per model (the rest are counted).
+MAX_EVENTS = 40
+TIER_LEVEL = {
+    "Catastrophic-Instability": 3,
+    "High-Variance": 2,
+    "Caution-Required": 1,
+    "Practical-Stability": 0,
+    "Pending": -1,
+}
+WITHHELD = f"<{SMALL_CELL}"
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """One line of the per-cell table, every field already text."""
+
+    metric: str
+    attribute: str
+    tier: str
+    tier_name: str
+    verdict: str
+    value: str
+    vfr: str
+    n_star: str
+    kappa: str
+    sentence: str
+    unstable: bool
+
+
+@dataclass(frozen=True)
+class EventLine:
+    when: str
+    kind: str
+    cell: str
+    change: str
+    sentence: str
+
+
+def _num(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def cell_row(c: CellPoint, data: ReportData) -> CellRow:
+    if c.suppressed:
+        value = vfr = n_star = kappa = verdict = WITHHELD
+    else:
+        verdict = c.dominant_verdict or "undefined"
+        rule = {">=": "≥", "<=": "≤", "abs<=": "|x| ≤"}.get(c.direction, c.direction)
+        value = f"{_num(c.value)} ({rule} {c.threshold:g})"
+        vfr = _num(c.vfr)
+        n_star = "pending" if c.n_star is None and "axis2" in c.pending_axes else fmt_n(c.n_star)
+        if c.kappa is not None:
+            kappa = f"{c.kappa:.2f} ({landis_koch_band(c.kappa)})"
+        elif c.partial and "axis3" not in c.pending_axes:
+            kappa = "no hospitals"
+        else:
+            kappa = "pending" if "axis3" in c.pending_axes else "n/a"
+    return CellRow(
+        metric=c.metric,
+        attribute=c.attribute,
+        tier=c.tier,
+        tier_name=tier_name(c.tier) + (" (partial)" if c.partial else ""),
+        verdict=verdict,
+        value=value,
+        vfr=vfr,
+        n_star=n_star,
+        kappa=kappa,
+        sentence=cell_sentence(c, data.tau, data.n_field, data.kappa_cutoff),
+        unstable=c.vfr is not None and c.vfr > data.tau,
+    )
+
+
+def _when(t: datetime | None) -> str:
+    return "" if t is None else t.strftime("%Y-%m-%d")
+
+
+def event_lines(m: ModelReport, data: ReportData) -> list[EventLine]:
+    out = []
+    for e in reversed(m.events[-MAX_EVENTS:]):
+        prev, cur = m.event_context.get(e.id, (None, None))
+        change = (
+            f"{e.old} → {e.new}"
+            if e.kind == "verdict_flip"
+            else f"{tier_name(e.old)} → {tier_name(e.new)}"
+        )
+        out.append(
+            EventLine(
+                when=f"{_when(e.at)} (#{e.evaluation})",
+                kind="verdict flip" if e.kind == "verdict_flip" else "tier change",
+                cell=cell_label(e.metric, e.attribute),
+                change=change,
+                sentence=event_sentence(e, prev, cur, data.tau, data.n_field, data.kappa_cutoff),
+            )
+        )
+    return out
+
+
+def model_summary(m: ModelReport, data: ReportData) -> str:
+    """The first sentence a board member reads about a model."""
+    counts = Counter(c.tier for c in m.cells)
+    tiers = ", ".join(
+        f"{counts[t]} {tier_name(t)}" for t in sorted(counts, key=lambda t: -TIER_LEVEL.get(t, -2))
+    )
+    shown = [c for c in m.cells if not c.suppressed]
+    fails = sum(1 for c in shown if c.dominant_verdict == "fail")
+    unstable = sum(1 for c in shown if c.vfr is not None and c.vfr > data.tau)
+    withheld = len(m.cells) - len(shown)
+    parts = [f"{len(m.cells)} cells: {tiers}."]
+    if shown:
+        parts.append(
+            f"{fails} of {len(shown)} fail their fairness rule; {unstable} have a verdict "
+            f"that flips in more than {data.tau:.0%} of resamples."
+        )
+    if withheld:
+        parts.append(f"{withheld} cells rest on fewer than {SMALL_CELL} records and are withheld.")
+    if data.source == "database":
+        flips = sum(1 for e in m.events if e.kind == "verdict_flip")
+        parts.append(
+            f"{len(m.events)} confirmed events in the period ({flips} verdict flips), "
+            f"{m.raw_events} unconfirmed changes filtered out."
+        )
+    return " ".join(parts)
+
+
+def _rows_by_severity(m: ModelReport, data: ReportData) -> list[CellRow]:
+    order = {c.key: k for k, c in enumerate(m.cells)}
+    cells = sorted(m.cells, key=lambda c: (-TIER_LEVEL.get(c.tier, -2), order[c.key]))
+    return [cell_row(c, data) for c in cells]
+
+
+def _model_view(m: ModelReport, data: ReportData) -> dict[str, Any]:
+    metrics = [x for x in data.metrics if any(c.metric == x for c in m.cells)]
+    attributes = [x for x in data.attributes if any(c.attribute == x for c in m.cells)]
+    figs: list[tuple[str, str, Markup]] = []
+
+    def add(title: str, caption: str, svg: str | None) -> None:
+        if svg is not None:
+            figs.append((title, caption, Markup(svg)))
+
+    if any(m.history.values()):
+        add(
+            "Verdict flip rate over time",
+            "How often the verdict flips when the window is resampled. Above the dashed line "
+            f"({data.tau:.2f}) the verdict is unstable; triangles mark confirmed verdict flips, "
+            "diamonds confirmed tier changes.",
+            figures.vfr_over_time(m, metrics, attributes, data.tau),
+        )
+        add(
+            "Metric value over time",
+            "The observed value with its 95 % bootstrap interval (band) and the pass threshold "
+            "(dashed). Where the band straddles the threshold, the verdict is a coin toss.",
+            figures.value_over_time(m, metrics, attributes),
+        )
+    add(
+        "Hospital agreement (Axis 3)",
+        "Fleiss' kappa of each metric's verdicts over hospital folds, against the Landis-Koch "
+        "bands; below the dashed cut-off hospitals disagree. Right: folds that pass, per cell.",
+        figures.kappa_figure(m, attributes),
+    )
+    add(
+        "Audit size needed (Axis 2)",
+        "Coefficient of variation of each metric at growing audit sizes; N* is the first size "
+        "under the dashed line. Curves that stay above it never settle within the data.",
+        figures.n_star_figure(m, metrics, attributes, data.cv_cutoff, data.n_field),
+    )
+    add(
+        "Matched-pair prediction differences (MPPD)",
+        "Similar patients should get similar scores. Left: mean score gap between matched "
+        f"patients of two groups (hatched {WITHHELD}: fewer than {SMALL_CELL} pairs; * under "
+        "the minimum pairs for a stable mean). Right: each group against the reference group.",
+        figures.mppd_figure(m, data.group_labels),
+    )
+    add(
+        "Ingestion and model health",
+        "Records received per month and the model's discrimination (AUROC) on consecutive "
+        f"blocks of records; months with fewer than {SMALL_CELL} records show {WITHHELD}.",
+        figures.health_figure(m, data.dead_letters),
+    )
+    n_events = len(m.events)
+    return {
+        "id": m.model_id,
+        "summary": model_summary(m, data),
+        "grid": Markup(figures.tier_grid(m, metrics, attributes, data.tau)),
+        "rows": _rows_by_severity(m, data),
+        "events": event_lines(m, data),
+        "events_hidden": max(0, n_events - MAX_EVENTS),
+        "figures": figs,
+        "records": None if m.records is None else f"{m.records:,}",
+        "evaluations": m.evaluations,
+        "axis3_note": (
+            ""
+            if m.axis3 is None or m.axis3.applicable
+            else f"Hospital agreement not applicable: {m.axis3.reason}"
+        ),
+        "mppd_note": m.mppd_note,
+    }
+
+
+def compare_view(data: ReportData, a: str, b: str) -> dict[str, Any]:
+    """Two models' grids and the cells whose verdict or tier differ between them."""
+    ma, mb = data.model(a), data.model(b)
+    changed = []
+    for ca in ma.cells:
+        cb = mb.cell(ca.metric, ca.attribute)
+        if cb is None:
+            continue
+        if ca.tier != cb.tier or ca.dominant_verdict != cb.dominant_verdict:
+            changed.append(
+                (cell_label(ca.metric, ca.attribute), cell_row(ca, data), cell_row(cb, data))
+            )
+    metrics = [x for x in data.metrics if any(c.metric == x for c in ma.cells + mb.cells)]
+    attributes = [x for x in data.attributes if any(c.attribute == x for c in ma.cells + mb.cells)]
+    return {
+        "a": a,
+        "b": b,
+        "grid_a": Markup(figures.tier_grid(ma, metrics, attributes, data.tau, f"cmp-a-{a}")),
+        "grid_b": Markup(figures.tier_grid(mb, metrics, attributes, data.tau, f"cmp-b-{b}")),
+        "changed": changed,
+        "same": len(ma.cells) - len(changed),
+    }
+
+
+def _env() -> Environment:
+    return Environment(
+        loader=PackageLoader("monitor.report", "templates"),
+        autoescape=select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_data(
+    data: ReportData,
+    compare: tuple[str, str] | None = None,
+    interventions: InterventionsView | None = None,
+) -> str:
+    """The HTML page of a ReportData (with a comparison section, and the interventions
+    of ``vfr-monitor intervene``, when asked)."""
+    period = (
+        f"{data.period[0]:%Y-%m-%d} to {data.period[1]:%Y-%m-%d}"
+        if data.period
+        else "one audit cohort (no period)"
+    )
+    cmp = None
+    if compare is not None:
+        for m in compare:
+            data.model(m)  # KeyError names it
+        cmp = compare_view(data, *compare)
+    models = [] if compare else [_model_view(m, data) for m in data.models]
+    return (
+        _env()
+        .get_template("report.html.j2")
+        .render(
+            d=data,
+            period=period,
+            generated=f"{data.generated_at:%Y-%m-%d %H:%M} UTC",
+            models=models,
+            at_a_glance=[(m.model_id, model_summary(m, data)) for m in data.models],
+            compare=cmp,
+            interventions=interventions,
+            small=SMALL_CELL,
+            tau=data.tau,
+            n_field=f"{data.n_field:,}",
+            cv=f"{data.cv_cutoff:.0%}",
+        )
+    )
+
+
+def render_report(
+    source: str | Path | duckdb.DuckDBPyConnection,
+    *,
+    config: MonitorConfig | None = None,
+    models: list[str] | None = None,
+    since: datetime | None = None,
+    compare: tuple[str, str] | None = None,
+) -> str:
+    """The report of a service's DuckDB file, as one self-contained HTML string.
+
+    ``source``: a path (opened read-only) or an open connection/cursor, e.g. the
+    service's ``store.cursor()`` (the service owns the file; only SELECTs are issued).
+    With ``compare=(A, B)`` the page holds the two models' grids and changed cells.
+    """
+    if isinstance(source, duckdb.DuckDBPyConnection):
+        data = read_database(source, config, models=models, since=since, source_name="service")
+    else:
+        conn = open_database(source)
+        try:
+            data = read_database(
+                conn, config, models=models, since=since, source_name=Path(source).name
+            )
+        finally:
+            conn.close()
+    if not data.models:
+        raise ReportInputError("no model has any evaluated cell yet: nothing to report")
+    return render_data(data, compare)
+
+
+def render_audit_report(
+    path: str | Path,
+    *,
+    config: MonitorConfig | None = None,
+    models: list[str] | None = None,
+    compare: tuple[str, str] | None = None,
+) -> str:
+    """The same page from an offline audit directory (cells.json, mppd.json)."""
+    data = read_audit_dir(path, config, models=models)
+    if not data.models:
+        raise ReportInputError(f"{path}: the audit has no cells")
+    return render_data(data, compare)
+
+
+def report_file_name(
+    model: str | None, period: tuple[datetime, datetime] | None, generated: datetime
+) -> str:
+    """report_<model|all>_<from>_<to>.html; an audit (no period) carries its date."""
+    who = "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in (model or "all"))
+    if period is None:
+        return f"report_{who}_audit_{generated:%Y-%m-%d}.html"
+    return f"report_{who}_{period[0]:%Y-%m-%d}_{period[1]:%Y-%m-%d}.html"
+
+
+def unused_path(path: Path) -> Path:
+    """``path`` if free, else the first free ``stem-2.html``, ``stem-3.html`` ..."""
+    if not path.exists():
+        return path
+    k = 2
+    while True:
+        candidate = path.with_name(f"{path.stem}-{k}{path.suffix}")
+        if not candidate.exists():
+            return candidate
+        k += 1
+
+
+def write_report(
+    *,
+    db: str | Path | None = None,
+    audit_dir: str | Path | None = None,
+    out: str | Path | None = None,
+    models: list[str] | None = None,
+    since: datetime | None = None,
+    compare: tuple[str, str] | None = None,
+    config: MonitorConfig | None = None,
+    interventions: str | Path | None = None,
+) -> tuple[Path, str | None]:
+    """Render and write a report; returns the path written and a note when it was renamed.
+
+    ``out``: a file, a directory, or None (the current directory). In a directory the
+    name carries the model(s) and the period; an existing file is never overwritten:
+    the first free ``-2``, ``-3`` ... suffix is used, and the note says so.
+    """
+    if (db is None) == (audit_dir is None):
+        raise ReportInputError("give exactly one of --db FILE or --audit-dir DIR")
+    if db is not None:
+        conn = open_database(db)
+        try:
+            data = read_database(
+                conn, config, models=models, since=since, source_name=Path(db).name
+            )
+        finally:
+            conn.close()
+    else:
+        data = read_audit_dir(audit_dir, config, models=models)  # type: ignore[arg-type]
+    if not data.models:
+        raise ReportInputError("no model has any evaluated cell yet: nothing to report")
+    if compare is not None:
+        for m in compare:
+            if m not in [x.model_id for x in data.models]:
+                names = ", ".join(x.model_id for x in data.models)
+                raise ReportInputError(f"--compare {m}: no such model; models: {names}")
+    html = render_data(
+        data, compare, None if interventions is None else read_interventions(interventions)
+    )
+    who = (
+        f"{compare[0]}-vs-{compare[1]}"
+        if compare
+        else (models[0] if models and len(models) == 1 else None)
+    )
+    name = report_file_name(who, data.period, data.generated_at)
+    target = Path(out) if out is not None else Path.cwd()
+    if target.is_dir() or (out is not None and str(out).endswith(("/", "\\"))):
+        target.mkdir(parents=True, exist_ok=True)
+        target = target / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    final = unused_path(target)
+    note = None
+    if final != target:
+        note = f"{target} exists: written to {final} instead (reports are never overwritten)"
+    # exclusive create: a report written meanwhile by another run is not overwritten either
+    with final.open("x", encoding="utf-8") as f:
+        f.write(html)
+    return final, note

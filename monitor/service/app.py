@@ -1,0 +1,474 @@
+"""`vfr-monitor run`: the service process, wiring the parts in the order data flows.
+
+source (Kafka or embedded) -> :class:`~monitor.stream.pipeline.Pipeline` (validation,
+DuckDB, windows, Axis 1, tiers, events) -> :class:`~monitor.service.exporter.Exporter`
+and the read-only HTTP API. APScheduler runs Axis 2, Axis 3 and EquiLense on
+each model's audit cohort; their latest results feed the tiers of the next
+evaluation. river tracks each model's rolling AUROC/accuracy, and ADWIN on each
+cell's point value asks for an early (rate-limited) run of the slow axes.
+
+The DuckDB file is owned by this process; the API and the jobs read it through
+cursors of the same connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from batch_axes.runner import run_axis2, run_axis3, run_equilense
+from monitor import __version__
+from monitor.config import MonitorConfig
+from monitor.core.drift import DriftBook, ModelHealth
+from monitor.core.privacy import (
+    CELL_IDENTITY,
+    EVENT_IDENTITY,
+    SMALL_CELL_LABEL,
+    reportable,
+    withhold,
+)
+from monitor.core.results import CellEvaluation
+from monitor.core.tables import tables_from_frame
+from monitor.service.api import ApiServer, HttpLimits, serve
+from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
+from monitor.service.scheduler import AxisScheduler, JobOutcome, JobSpec
+from monitor.service.web_config import load_web_config
+from monitor.stream.pipeline import BatchReport, Pipeline
+from monitor.stream.store import Store
+
+log = logging.getLogger(__name__)
+
+SLOW_AXES = ("axis2", "axis3", "equilense")
+
+#: The live report at ``/`` is redrawn after a new evaluation, at most this often.
+STATUS_PAGE_MAX_AGE_S = 60.0
+
+_NO_REPORT_YET = (
+    "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>vfr-monitor</title>"
+    "</head><body><h1>vfr-monitor</h1><p>No model has an evaluated cell yet: the report "
+    "appears after the first window evaluation.</p></body></html>"
+)
+
+
+class MonitorService:
+    """Store, pipeline, exporter, API and scheduler of one monitor process."""
+
+    def __init__(
+        self,
+        config: MonitorConfig,
+        *,
+        source_name: str = "embedded",
+        db_path: str | None = None,
+        http_port: int | None = None,
+        start_scheduler: bool = True,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.config = config
+        self.source_name = source_name
+        self.clock = clock
+        self.store = Store(db_path or config.service.db_path, config)
+        self.exporter = Exporter(
+            __version__,
+            group_codes=[c for a in config.attributes for c in a.codes],
+            state=self.snapshot,
+            explain=self.store.explain,  # the event sentences of alert annotations
+        )
+        self._lag: dict[int, int] = {}
+        self._status_page: tuple[int, float, str] | None = None
+        self._last_evaluation: dict[str, float] = {}
+        self._old_events_seen: dict[str, int] = {}
+        self.drift = DriftBook(config.service.drift_delta)
+        self.health: dict[str, ModelHealth] = {}
+        self.pipeline = Pipeline(
+            config, self.store, on_batch=self._after_batch, drift=self.drift, clock=clock
+        )
+        self.scheduler = AxisScheduler(
+            [
+                JobSpec("axis2", self.job_axis2, config.service.axis2_interval_s),
+                JobSpec("axis3", self.job_axis3, config.service.axis3_interval_s),
+                JobSpec("equilense", self.job_equilense, config.service.equilense_interval_s),
+                JobSpec("retention", self.job_retention, config.service.retention_interval_s),
+            ],
+            on_outcome=self._job_outcome,
+            early_min_interval_s=config.service.early_run_min_interval_s,
+            clock=clock,
+        )
+        self._start_scheduler = start_scheduler
+        self.api: ApiServer | None = None
+        self.http_port = config.service.http_port if http_port is None else http_port
+        self.ready_reason = "starting"
+        #: the source's health check (KafkaSource.health), read by /readyz
+        self.source_health: Callable[[], tuple[bool, str]] | None = None
+        self.last_ingest = clock()
+        # a restart must not count the restored windows' old events again
+        self._old_events_seen = {m: w.old_events for m, w in self.pipeline.windows.items()}
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        svc = self.config.service
+        # a bad web-config file stops the start-up here, naming service.web_config.<key>
+        web = None if svc.web_config is None else load_web_config(svc.web_config)
+        limits = HttpLimits(
+            max_connections=svc.http_max_connections,
+            keep_alive_s=svc.http_keep_alive_s,
+            header_timeout_s=svc.http_header_timeout_s,
+        )
+        self.api = serve(
+            self.exporter, self, host=svc.http_host, port=self.http_port, web_config=web,
+            api_enabled=svc.api_enabled, limits=limits,
+        )  # fmt: skip
+        if self._start_scheduler:
+            self.scheduler.start()
+        self.ready_reason = "ok"
+        log.info("vfr-monitor serving on %s", self.api.url)
+
+    def close(self) -> None:
+        """Graceful stop: the caller has already let the source finish its batch."""
+        self.ready_reason = "stopping"
+        try:
+            self.scheduler.shutdown(wait=True)
+        except Exception:
+            log.warning("scheduler shutdown failed")
+        if self.api is not None:
+            self.api.close()
+        try:
+            self.pipeline.close()  # the worker's last evaluations
+        except Exception as exc:
+            # recomputed from the stored records at the next start
+            log.warning("pipeline close failed: %s", type(exc).__name__)
+        self.store.close()
+
+    # ------------------------------------------------------------------ metrics
+    def snapshot(self) -> StateSnapshot:
+        """What a scrape shows: the latest evaluation of every cell, each model's window
+        (size, groups), health and last evaluation time, and the consumer lag."""
+        cells = self.latest_cells()
+        with self.pipeline.lock:
+            models = []
+            for model, w in self.pipeline.windows.items():
+                groups = {}
+                for attr, table in w.tables.items():
+                    sizes = table.group_counts()
+                    selected = table.counts[:, :, 1, :].sum(axis=(1, 2))
+                    groups[attr] = {
+                        g: GroupStat(int(n), float(s) / n if n else 0.0)
+                        for g, n, s in zip(table.groups, sizes, selected, strict=True)
+                    }
+                h = self.health.get(model)
+                models.append(
+                    ModelStatus(
+                        model, w.n, groups,
+                        auroc=None if h is None else h.auroc,
+                        accuracy=None if h is None else h.accuracy,
+                        last_evaluation_at=self._last_evaluation.get(model),
+                    )
+                )  # fmt: skip
+        return StateSnapshot(cells, models, {self.source_name: dict(self._lag)})
+
+    def _after_batch(self, report: BatchReport) -> None:
+        """After a committed batch: counters, model health, early runs of the slow axes.
+
+        State series (cells, groups, windows) are read at scrape time from
+        :meth:`snapshot`; here only what counts. Each item is its own try: one that fails
+        (say a label the exporter refuses) is logged by type and counted, and the others
+        are still published.
+        """
+        ex = self.exporter
+        now = self.clock()
+        if report.received:
+            self.last_ingest = now
+        window_n = {c.key: c.result.window_n for c in report.cells}
+        items: list[Callable[[], None]] = []
+        if report.received:
+            items.append(
+                lambda: ex.count_batch(
+                    self.source_name, report.accepted, report.duplicates, report.rejected
+                )
+            )
+        for e in report.events:
+            key = (e.model_id, e.metric, e.attribute)
+            items.append(lambda e=e, key=key: ex.count_event(e, window_n.get(key, 0)))
+        for model, seconds in report.evaluations:
+            items.append(lambda model=model, seconds=seconds: self._count_evaluation(
+                model, seconds, now))  # fmt: skip
+        for model, (label, score, decision) in report.new_records.items():
+            items.append(lambda m=model, y=label, s=score, d=decision: self._health(m, y, s, d))
+        for key in report.drift:
+            items.append(lambda key=key: ex.count_drift(*key, window_n.get(key, 0)))
+        failures = 0
+        for item in items:
+            try:
+                item()
+            except Exception as exc:
+                failures += 1
+                log.error("metrics update failed: %s", type(exc).__name__)
+        if failures:
+            ex.count_observer_failure(failures)
+        if report.drift:
+            for job in SLOW_AXES:
+                self.scheduler.run_early(job)
+
+    def _count_evaluation(self, model: str, seconds: float, now: float) -> None:
+        self.exporter.count_evaluation(model, seconds)
+        self._last_evaluation[model] = now
+        with self.pipeline.lock:
+            old = self.pipeline.windows[model].old_events
+        # the window keeps a running total; the counter takes what is new since last time
+        self.exporter.count_old_events(model, old - self._old_events_seen.get(model, 0))
+        self._old_events_seen[model] = old
+
+    def _health(self, model: str, label: Any, score: Any, decision: Any) -> None:
+        h = self.health.get(model)
+        if h is None:
+            h = ModelHealth(window=self.config.window.hop_records, auroc_engine="exact")
+            self.health[model] = h
+        h.update_many(label, score, decision)
+
+    def set_lag(self, lag: dict[tuple[str, int], int]) -> None:
+        """The source's latest lag report (partitions it no longer owns are not in it)."""
+        self._lag = {p: n for (_, p), n in lag.items() if n is not None}
+
+    # ------------------------------------------------------------------ scheduled axes
+    def _cohort(self, cursor: Any, model_id: str) -> pd.DataFrame:
+        """A model's audit cohort: its records of the last cohort_days of event time."""
+        frame = self.store.window_records(
+            model_id, days=self.config.service.cohort_days, cursor=cursor, with_details=True
+        )
+        return frame.assign(model_id=model_id)
+
+    def _for_each_model(self, axis: str, compute: Callable[[str, pd.DataFrame], Any]) -> None:
+        cursor = self.store.cursor()
+        try:
+            for model_id in self.store.models(cursor):
+                frame = self._cohort(cursor, model_id)
+                if not len(frame):
+                    continue
+                payload = compute(model_id, frame)
+                at = pd.Timestamp(self.clock(), unit="s", tz="UTC")
+                self.store.write_axis_results(
+                    axis, model_id, len(frame), payload, at, cursor=cursor
+                )
+                with self.pipeline.lock:
+                    if axis == "axis2":
+                        self.pipeline.axes.set_axis2(model_id, payload)
+                    elif axis == "axis3":
+                        self.pipeline.axes.set_axis3(model_id, payload)
+        finally:
+            cursor.close()
+
+    def job_axis2(self) -> None:
+        self._for_each_model(
+            "axis2",
+            lambda m, f: [
+                c.to_dict() for c in run_axis2(tables_from_frame(f, self.config), self.config)
+            ],
+        )
+
+    def job_axis3(self) -> None:
+        self._for_each_model("axis3", lambda m, f: run_axis3(m, f, self.config).to_dict())
+
+    def job_equilense(self) -> None:
+        names = tuple(self.config.equilense.features)
+
+        def compute(model_id: str, frame: pd.DataFrame) -> dict[str, Any]:
+            features = None
+            if names:
+                rows = [
+                    [float((f or {}).get(k, np.nan)) for k in names]
+                    for f in (_loads(x) for x in frame["features"])
+                ]
+                features = np.asarray(rows, dtype=np.float64).reshape(len(frame), len(names))
+                keep = np.isfinite(features).all(axis=1)
+                frame, features = frame[keep], features[keep]
+            tables = tables_from_frame(frame, self.config)
+            return run_equilense(frame, features, names, tables, self.config)
+
+        self._for_each_model("equilense", compute)
+
+    def job_retention(self) -> dict[str, int]:
+        """Delete discharges and results past their retention (by wall-clock time)."""
+        svc = self.config.service
+        now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
+        return self.store.apply_retention(
+            now, svc.retention_discharge_days, svc.retention_result_days
+        )
+
+    def _job_outcome(self, o: JobOutcome) -> None:
+        self.exporter.record_job(o.job, o.state, o.duration_s, o.started_at)
+        cursor = self.store.cursor()
+        try:
+            self.store.write_job_run(
+                o.job, pd.Timestamp(o.started_at, unit="s", tz="UTC"), o.duration_s, o.state,
+                o.error_kind, cursor=cursor,
+            )  # fmt: skip
+        finally:
+            cursor.close()
+
+    # ------------------------------------------------------------------ StateView for the API
+    def ready(self) -> tuple[bool, str]:
+        """Ready when started and the source can consume (broker reachable, sink storing)."""
+        if self.ready_reason != "ok":
+            return False, self.ready_reason
+        if self.source_health is not None:
+            return self.source_health()
+        return True, "ok"
+
+    def latest_cells(self) -> list[CellEvaluation]:
+        """The latest evaluation of every cell, in (model, metric, attribute) order."""
+        with self.pipeline.lock:
+            cells = list(self.pipeline.latest.values())
+        return sorted(cells, key=lambda c: c.key)
+
+    def cells(self) -> list[dict]:
+        """Latest cells; a cell whose window has fewer than 11 records shows ``<11`` in
+        place of every figure (monitor.core.privacy.withhold)."""
+        return [withhold(c.to_dict(), c.result.window_n) for c in self.latest_cells()]
+
+    def status_page(self) -> str:
+        """The governance report, served live at ``/``.
+
+        Rendered from the service's own DuckDB file (it holds the only connection) and
+        kept until the next evaluation or for ``STATUS_PAGE_MAX_AGE_S``, whichever is
+        first: a page takes seconds to draw, a scrape of ``/`` must not cost that each time.
+        """
+        from monitor.report.data import ReportInputError
+        from monitor.report.render import render_report
+
+        with self.pipeline.lock:
+            version = sum(self.pipeline.evaluations.values())
+        now = self.clock()
+        cached = self._status_page
+        if cached is not None and cached[0] == version and now - cached[1] < STATUS_PAGE_MAX_AGE_S:
+            return cached[2]
+        cursor = self.store.cursor()
+        try:
+            page = render_report(cursor, config=self.config)
+        except ReportInputError:
+            page = _NO_REPORT_YET
+        finally:
+            cursor.close()
+        self._status_page = (version, now, page)
+        return page
+
+    def events(self, limit: int, since_id: int | None) -> list[dict]:
+        """Latest events; one from an evaluation of fewer than 11 window records shows
+        ``<11`` in place of its verdicts, tiers and axes."""
+        cursor = self.store.cursor()
+        try:
+            rows = self.store.events_since(limit, since_id, cursor=cursor)
+            sizes = self.store.evaluation_window_sizes(rows, cursor=cursor)
+        finally:
+            cursor.close()
+        return [
+            withhold(r, sizes.get((r["model_id"], r["evaluation"])), EVENT_IDENTITY)
+            for r in rows
+        ]
+
+    def windows(
+        self, model: str, metric: str, attribute: str, limit: int, before: int | None = None
+    ) -> list[dict] | None:
+        with self.pipeline.lock:
+            if (model, metric, attribute) not in self.pipeline.latest:
+                return None
+        cursor = self.store.cursor()
+        try:
+            rows = self.store.window_history(
+                model, metric, attribute, limit, cursor=cursor, before=before
+            )
+        finally:
+            cursor.close()
+        keep = frozenset({"evaluation", "evaluated_at", "seed"}) | CELL_IDENTITY
+        return [withhold(r, r.get("window_n"), keep) for r in rows]
+
+    def models(self) -> list[dict]:
+        """Each model's window size, rolling AUROC / accuracy and last evaluation time.
+
+        Small-cell rule: a window of fewer than 11 records shows "<11" for its size and
+        no AUROC or accuracy (they would be computed from those few records).
+        """
+        out = []
+        for m in sorted(self.snapshot().models, key=lambda m: m.model_id):
+            shown = reportable(m.window_records)
+            at = m.last_evaluation_at
+            out.append({
+                "model_id": m.model_id,
+                "window_records": m.window_records if shown else SMALL_CELL_LABEL,
+                "rolling_auroc": m.auroc if shown else None,
+                "rolling_accuracy": m.accuracy if shown else None,
+                "last_evaluation_at": None if at is None else str(
+                    pd.Timestamp(at, unit="s", tz="UTC")),
+            })  # fmt: skip
+        return out
+
+    def axes(self, axis: str, model: str | None, limit: int, offset: int) -> list[dict] | None:
+        """Stored results of one scheduled axis, newest first; None for an unknown model.
+
+        A result computed on a cohort of fewer than 11 records shows "<11" for its size
+        and no payload. (MPPD pair counts below 11 are already "<11" in the payload.)
+        """
+        cursor = self.store.cursor()
+        try:
+            rows = self.store.axis_history(axis, model, limit, offset, cursor=cursor)
+            if model is not None and not rows and model not in self.store.models(cursor):
+                return None
+        finally:
+            cursor.close()
+        for row in rows:
+            if not reportable(row["cohort_n"]):
+                row["cohort_n"], row["payload"] = SMALL_CELL_LABEL, None
+        return rows
+
+
+def _loads(x: Any) -> dict | None:
+    import json
+
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    return json.loads(x) if isinstance(x, str) else x
+
+
+def run_until_stopped(
+    service: MonitorService,
+    source: Any,
+    stop: threading.Event,
+    *,
+    max_messages: int | None = None,
+    tick_s: float = 1.0,
+    until_idle_s: float | None = None,
+) -> int:
+    """Run the source in this thread, with wall-clock hops and lag reporting beside it.
+
+    ``until_idle_s``: stop once nothing new has arrived for that long and the source
+    reports no lag (or, for a replay, is exhausted): for batch-like runs and tests.
+    """
+
+    def ticker() -> None:
+        while not stop.wait(tick_s):
+            try:
+                service.pipeline.tick()
+                lag = source.lag() if hasattr(source, "lag") else {}
+                service.set_lag(lag)
+                if until_idle_s is not None:
+                    idle = service.clock() - service.last_ingest >= until_idle_s
+                    drained = getattr(source, "exhausted", False) or (
+                        bool(lag) and not any(lag.values())
+                    )
+                    if idle and drained:
+                        stop.set()
+            except Exception as exc:
+                log.warning("tick failed: %s", type(exc).__name__)
+
+    t = threading.Thread(target=ticker, name="vfr-tick", daemon=True)
+    t.start()
+    try:
+        return source.run(stop, max_messages=max_messages)
+    finally:
+        stop.set()
+        t.join(timeout=5)

@@ -1,0 +1,1 @@
+"""The stream path: validation, the DuckDB store, windows, the pipeline, the evaluation worker."""

@@ -1,0 +1,128 @@
+"""A worker process for the hop evaluations' Axis 1 bootstrap, beside the ingest thread.
+
+The bootstrap is a pure function of a window's count tables, the configuration
+and the evaluation seed (:func:`monitor.core.axis1.run_axis1`), so it can run
+anywhere: the worker receives copies of the tables (a few KB) and returns the
+cell results, bit for bit what the ingest thread would have computed. Why a
+process and not a thread: the bootstrap is mostly small numpy operations that
+hold the GIL, and the ingest thread (Kafka decoding, validation, DuckDB) is
+CPU-bound too; a process uses the second core.
+
+The process is started with ``spawn`` (the service has Kafka and DuckDB threads,
+which ``fork`` would copy mid-flight) and shared by every pipeline of the
+interpreter; a broken pool is replaced on the next submit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import pickle
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+from monitor.config import MonitorConfig
+
+# Only the Axis 1 engine (numpy) and the configuration: not batch_axes.runner, whose
+# imports (pandas, scikit-learn, the slow axes) would triple the worker's memory.
+from monitor.core.axis1 import CellResult, compile_kernels, evaluate_axis1
+
+_pool: ProcessPoolExecutor | None = None
+_pool_lock = threading.Lock()
+#: in the worker: unpickled configurations by their pickled bytes
+_configs: dict[bytes, MonitorConfig] = {}
+
+
+def _watch_parent(parent: int) -> None:
+    """In the worker: exit when the service process is gone (even by kill -9, which runs no
+    clean-up), rather than linger as an orphan holding its memory."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="vfr-parent-watch", daemon=True).start()
+
+
+def _warm() -> None:
+    """Submitted once so that the worker's imports and its compiled Axis 1 kernels (loaded
+    from numba's disk cache, or compiled if there is none) are ready before the first hop."""
+    compile_kernels()
+
+
+def _axis1_many(
+    config_bytes: bytes, jobs: list[tuple[Any, int]]
+) -> list[tuple[list[CellResult], float]]:
+    """Several windows' Axis 1 (``(tables, seed)`` each), stacked in as few engine calls
+    as the models allow: the per-call overhead of the small numpy operations is shared.
+    A model evaluated twice goes to a later round (its table keys would collide)."""
+    cfg = _configs.get(config_bytes)
+    if cfg is None:
+        cfg = _configs[config_bytes] = pickle.loads(config_bytes)
+    out: list[tuple[list[CellResult], float] | None] = [None] * len(jobs)
+    todo = list(range(len(jobs)))
+    while todo:
+        taken: dict[str, int] = {}
+        later = []
+        for i in todo:
+            model = next(iter(jobs[i][0]))[0]
+            if model in taken:
+                later.append(i)
+            else:
+                taken[model] = i
+        tables = {key: t for i in taken.values() for key, t in jobs[i][0].items()}
+        seeds = {model: jobs[i][1] for model, i in taken.items()}
+        t0 = time.perf_counter()
+        a = cfg.axis1  # as monitor.core.axis1.run_axis1, one seed per model
+        results = evaluate_axis1(
+            tables, cfg.metrics, K=a.K, N=a.N, min_group_support=a.min_group_support,
+            seed=0, threads=1, seeds=seeds,
+        )  # fmt: skip
+        seconds = (time.perf_counter() - t0) / len(taken)
+        by_model: dict[str, list[CellResult]] = {m: [] for m in taken}
+        for r in results:
+            by_model[r.model_id].append(r)
+        for model, i in taken.items():
+            out[i] = (by_model[model], seconds)
+        todo = later
+    return out  # type: ignore[return-value]
+
+
+def submit_many(config_bytes: bytes, jobs: list[tuple[Any, int]]) -> Future:
+    """Axis 1 of several windows' tables; the future gives [(cell results, seconds)]."""
+    return _get_pool().submit(_axis1_many, config_bytes, jobs)
+
+
+def _get_pool() -> ProcessPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or getattr(_pool, "_broken", False):
+            if _pool is not None:
+                _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = ProcessPoolExecutor(
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_watch_parent,
+                initargs=(os.getpid(),),
+            )
+            _pool.submit(_warm)
+        return _pool
+
+
+def start() -> None:
+    """Start the worker process now (its imports take a moment) rather than at the first hop."""
+    _get_pool()
+
+
+@atexit.register
+def shutdown() -> None:
+    global _pool
+    with _pool_lock:
+        if _pool is not None:
+            _pool.shutdown(wait=True, cancel_futures=True)
+            _pool = None

@@ -1,0 +1,740 @@
+"""The streaming data path: payloads -> validation -> DuckDB -> windows -> Axis 1 -> tiers/events.
+
+:class:`Pipeline` is the sink every source feeds (Kafka or embedded). One call of
+:meth:`Pipeline.ingest_batch` is one DuckDB transaction holding the batch's new
+records, its dead letters, every evaluation its records triggered (with the
+cells' tracker states and events) and the models' stream positions. The source
+commits its offsets only after the call returns, so a crash at any point
+replays the batch, and the replay is deduplicated: at-least-once delivery with
+an exactly-once effect.
+
+Evaluation points are deterministic: a model is evaluated when its accepted
+record count reaches a multiple of ``hop_records`` (a batch is split at those
+boundaries), with a seed derived from (seed, model, record count). So a run that
+was killed and restarted produces the same window results as one that was not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import pickle
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+import pyarrow as pa
+
+from consumers.base import Origin
+from monitor.config import MonitorConfig
+from monitor.core.axis1 import CellResult, run_axis1
+from monitor.core.events import CellEvent, CellTracker
+from monitor.core.results import CellEvaluation, EvaluationRecord, WindowPosition
+from monitor.core.tiers import cell_tier
+from monitor.stream import eval_worker
+from monitor.stream.admission import admission_reasons, admit
+from monitor.stream.columnar import parse_payloads, validate_table
+from monitor.stream.schema import Rejection, validate_records
+from monitor.stream.store import DeadLetter, Store
+from monitor.stream.window import ModelWindow, RecordBatch
+
+log = logging.getLogger(__name__)
+
+
+def evaluation_seed(seed: int, model_id: str, end_count: int) -> int:
+    """The Axis 1 seed of a model's evaluation at a stream position (stable across restarts)."""
+    ss = np.random.SeedSequence(seed, spawn_key=(zlib.crc32(model_id.encode()), int(end_count)))
+    return int(ss.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+
+
+@dataclass
+class AxisCache:
+    """Latest scheduled-axis results per model, as the tier rule needs them."""
+
+    n_star: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
+    kappa: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
+    axis3_applicable: dict[str, bool] = field(default_factory=dict)
+
+    def set_axis2(self, model_id: str, cells: Sequence[dict[str, Any]]) -> None:
+        self.n_star[model_id] = {
+            (c["metric"], c["attribute"]): (math.inf if c["n_star"] is None else float(c["n_star"]))
+            for c in cells
+        }
+
+    def set_axis3(self, model_id: str, result: dict[str, Any]) -> None:
+        self.axis3_applicable[model_id] = bool(result.get("applicable", False))
+        self.kappa[model_id] = {
+            (c["metric"], c["attribute"]): float(c["kappa"]) for c in result.get("cells", [])
+        }
+
+
+@dataclass
+class BatchReport:
+    """What one ingest call did (for metrics; aggregates only)."""
+
+    received: int = 0
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    evaluations: list[tuple[str, float]] = field(default_factory=list)  # (model, seconds)
+    cells: list[CellEvaluation] = field(default_factory=list)
+    events: list[CellEvent] = field(default_factory=list)
+    drift: list[tuple[str, str, str]] = field(default_factory=list)
+    #: per model, the new records' (label, score, decision) for model-health tracking
+    new_records: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+#: ingest stages timed by :class:`PipelineStats`, in data-path order
+STAGES = ("decode", "validate", "store", "window", "evaluate", "state", "commit")
+
+
+@dataclass
+class PipelineStats:
+    """Wall and CPU seconds spent in each ingest stage, summed over batches.
+
+    For ``vfr-monitor bench ingest`` (aggregates only). ``decode``: payloads to values
+    (bulk or per message); ``validate``: the field rules and admission; ``store``:
+    content hashes, deduplication and insert of records and dead letters; ``window``:
+    count tables and hop points; ``evaluate``: tiers, trackers and events of the
+    worker's finished evaluations; ``state``: the models' stream positions and
+    evaluations written; ``commit``: the transaction's commit. CPU is the process's
+    (DuckDB's threads included, the evaluation worker process not).
+    """
+
+    records: int = 0
+    batches: int = 0
+    #: batches that took the per-message path (a layout the bulk path does not judge
+    #: exactly; see :meth:`Pipeline._columnar`)
+    per_message_batches: int = 0
+    #: of those, batches on which the columnar path raised (a defect: tests expect none)
+    columnar_errors: int = 0
+    wall_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    cpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        w, c = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.wall_s[name] += time.perf_counter() - w
+            self.cpu_s[name] += time.process_time() - c
+
+    def per_record_us(self, cpu: bool = False) -> dict[str, float]:
+        """Microseconds per record of each stage (wall, or CPU)."""
+        n = max(self.records, 1)
+        src = self.cpu_s if cpu else self.wall_s
+        return {f"{k}_us": round(v / n * 1e6, 2) for k, v in src.items()}
+
+
+@dataclass
+class _Checked:
+    """A batch decoded, validated and admitted, by either path: the rows to store (the
+    store's Arrow table, :meth:`Store.ingest_table`), each row's index in the batch, and
+    the batch's dead letters in the per-message path's order (decode faults, validation
+    faults by position, admission refusals by position)."""
+
+    rows: pa.Table
+    positions: np.ndarray
+    dead: list[DeadLetter]
+
+
+@dataclass
+class _Job:
+    """A hop evaluation taken at a stream position: the window's state, and its Axis 1."""
+
+    model_id: str
+    now: pd.Timestamp
+    seed: int
+    window: WindowPosition
+    future: Future | None = None  # the worker's [(results, seconds)] of a batch's jobs
+    index: int = 0  # this job's place in the future's list
+    results: list[CellResult] | None = None  # computed in this thread
+    seconds: float = 0.0
+
+
+class Pipeline:
+    """The sink: decode, validate, store, window, evaluate; one transaction per batch."""
+
+    def __init__(
+        self,
+        config: MonitorConfig,
+        store: Store,
+        *,
+        on_batch: Callable[[BatchReport], None] | None = None,
+        drift: Any | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.config = config
+        self.store = store
+        self.on_batch = on_batch
+        self.drift = drift  # a DriftBook-like object: update(key, value) -> bool
+        self.clock = clock
+        self.windows: dict[str, ModelWindow] = {}
+        self.trackers: dict[tuple[str, str, str], CellTracker] = {}
+        self.evaluations: dict[str, int] = {}
+        self.latest: dict[tuple[str, str, str], CellEvaluation] = {}
+        self.axes = AxisCache()
+        self._last_eval_wall: dict[str, float] = {}
+        self._since_eval: dict[str, int] = {}
+        #: on_batch failures after a committed batch (the batch itself is not redelivered)
+        self.observer_failures = 0
+        #: end count of each model's last written evaluation (see restore)
+        self._evaluated: dict[str, int] = {}
+        #: hop evaluations submitted to the worker, in stream order, not written yet
+        self._pending: list[_Job] = []
+        #: reports of evaluations recovered at start-up, for the next on_batch call
+        self._unreported: list[BatchReport] = []
+        self.use_worker = config.service.evaluation_worker
+        self._config_bytes = pickle.dumps(config)
+        #: True while the in-memory state is not a faithful copy of the store (see _reload)
+        self._stale = False
+        self.lock = threading.RLock()
+        self.stats = PipelineStats()
+        #: False: every batch takes the per-message path (the columnar path's oracle)
+        self.columnar = True
+        if self.use_worker:
+            eval_worker.start()
+        self.restore()
+
+    # ------------------------------------------------------------------ restart
+    def restore(self) -> None:
+        """Rebuild windows, trackers and axis caches from the DuckDB file."""
+        cfg = self.config
+        for model_id, st in self.store.model_states().items():
+            w = ModelWindow(model_id, cfg)
+            frame = self._window_frame(model_id, None)
+            if len(frame):
+                w.add(RecordBatch.from_frame(frame, cfg))
+            w.arrivals = st["records"]
+            w.old_events = st["old_events"]
+            self.windows[model_id] = w
+            self.evaluations[model_id] = st["evaluations"]
+            done = st.get("evaluated_records")
+            self._evaluated[model_id] = st["records"] if done is None else done
+        for model_id, metric, attribute, state, latest in self.store.cell_states():
+            self.trackers[(model_id, metric, attribute)] = CellTracker.from_dict(state)
+            if latest:
+                self.latest[(model_id, metric, attribute)] = CellEvaluation.from_dict(latest)
+        for model_id, cells in self.store.latest_axis_results("axis2").items():
+            self.axes.set_axis2(model_id, cells)
+        for model_id, result in self.store.latest_axis_results("axis3").items():
+            self.axes.set_axis3(model_id, result)
+        self._recover_missing_evaluations()
+        # Records not seen by any written evaluation (hop or wall-clock) are what a
+        # wall-clock hop may evaluate: none when the last evaluation saw the whole window,
+        # so a restart never evaluates an unchanged window again.
+        for model_id, w in self.windows.items():
+            self._since_eval[model_id] = w.arrivals - self._evaluated.get(model_id, w.arrivals)
+
+    def _recover_missing_evaluations(self) -> None:
+        """Hop points whose records were committed but whose evaluation was not written
+        (the process stopped while the worker computed it): recompute them from the
+        stored records, in stream order, before anything new is ingested."""
+        hop = self.config.window.hop_records
+        jobs = []
+        for model_id, w in sorted(self.windows.items()):
+            done = self._evaluated.get(model_id, w.arrivals)
+            for end in range((done // hop + 1) * hop, w.arrivals + 1, hop):
+                jobs.append(self._job_at(model_id, end))
+        if not jobs:
+            return
+        log.info("recomputing %d hop evaluations not written before the last stop", len(jobs))
+        now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
+        report = BatchReport()
+        with self.store.transaction():
+            items = [it for job in jobs if (it := self._apply(job, report)) is not None]
+            self._write(items, sorted({j.model_id for j in jobs}), now)
+        # Reported with the next batch, tick or flush: this runs inside the constructor,
+        # before the owner (the service) holds a reference to the pipeline.
+        self._unreported.append(report)
+
+    def _report(self, report: BatchReport) -> None:
+        """Hand committed work to the observer (metrics).
+
+        The batch is committed: a failing observer must not make the source redeliver it,
+        so a failure is logged by type (never values) and counted.
+        """
+        if self.on_batch is None:
+            self._unreported.clear()
+            return
+        reports = [*self._unreported, report]
+        self._unreported.clear()
+        for r in reports:
+            try:
+                self.on_batch(r)
+            except Exception as exc:
+                self.observer_failures += 1
+                log.error("after-batch observer failed: %s", type(exc).__name__)
+
+    def _job_at(self, model_id: str, end: int) -> _Job:
+        """The evaluation of a model's window as it was at stream position ``end``."""
+        cfg = self.config
+        frame = self._window_frame(model_id, end)
+        w = ModelWindow(model_id, cfg)
+        if len(frame):
+            w.add(RecordBatch.from_frame(frame, cfg))
+        w.arrivals = end
+        job = self._snapshot(w, pd.Timestamp(self.clock(), unit="s", tz="UTC"))
+        t0 = time.perf_counter()
+        job.results = run_axis1(w.table_map(), cfg, job.seed, threads=1)
+        job.seconds = time.perf_counter() - t0
+        return job
+
+    def _window_frame(self, model_id: str, end: int | None) -> pd.DataFrame:
+        """The stored records of the model's window at stream position ``end`` (None: now)."""
+        w = self.config.window
+        if w.kind == "count":
+            return self.store.window_records(model_id, end_count=end, last_n=w.size)
+        return self.store.window_records(model_id, end_count=end, days=w.days)
+
+    # ------------------------------------------------------------------ ingest
+    def _decode(
+        self, payloads: Sequence[bytes | None], origins: Sequence[Origin]
+    ) -> tuple[list[Any], list[int], list[DeadLetter]]:
+        limit = self.config.service.max_payload_bytes
+        if payloads and None not in payloads:
+            # The usual batch: every payload a non-empty, small, valid JSON text. Checked
+            # and decoded with C-level loops; any exception takes the per-payload path.
+            sizes = list(map(len, payloads))
+            if min(sizes) > 0 and max(sizes) <= limit:
+                try:
+                    decoded = list(map(orjson.loads, payloads))
+                except (orjson.JSONDecodeError, RecursionError):
+                    pass
+                else:
+                    return decoded, list(range(len(payloads))), []
+        decoded, index, dead = [], [], []
+        for i, (raw, o) in enumerate(zip(payloads, origins, strict=True)):
+            reason = None
+            if raw is None or len(raw) == 0:
+                reason = "empty_payload"
+            elif len(raw) > limit:
+                reason = "oversized"
+            else:
+                try:
+                    # orjson: strict RFC 8259 (no NaN/Infinity tokens), ~3x faster than json
+                    decoded.append(orjson.loads(raw))
+                    index.append(i)
+                    continue
+                except (orjson.JSONDecodeError, RecursionError):
+                    reason = "invalid_json"
+            payload = None if raw is None else bytes(raw[: 4 * limit])
+            dead.append(DeadLetter(reason, payload, o.topic, o.partition, o.offset))
+        return decoded, index, dead
+
+    def _per_message(
+        self, payloads: Sequence[bytes | None], origins: Sequence[Origin], now: pd.Timestamp
+    ) -> _Checked:
+        """Decode each payload, validate the decoded objects, admit the valid ones."""
+        with self.stats.stage("decode"):
+            decoded, index, dead = self._decode(payloads, origins)
+        with self.stats.stage("validate"):
+            checked = validate_records(decoded, self.config)
+            admission = admit(checked.valid, self.windows.keys(), now, self.config)
+        valid = admission.admitted
+        for r in checked.rejected + admission.refused:
+            o = origins[index[r.index]]
+            dead.append(DeadLetter(r.reason, payloads[index[r.index]], o.topic, o.partition,
+                                   o.offset))  # fmt: skip
+        positions = np.asarray(index, dtype=np.int64)[valid["position"].to_numpy(np.int64)]
+        return _Checked(self.store.rows_table_from_frame(valid), positions, dead)
+
+    def _columnar(
+        self, payloads: Sequence[bytes | None], origins: Sequence[Origin], now: pd.Timestamp
+    ) -> _Checked | None:
+        """The bulk path: one Arrow parse of the batch, one rule per field, admission on the
+        columns; None when the bulk parse or the rules cannot judge the batch exactly as
+        the per-message path does (see :mod:`monitor.stream.columnar`), which then decides.
+        The admission rules are the per-message path's own function."""
+        try:
+            with self.stats.stage("decode"):
+                table = parse_payloads(payloads, self.config)
+            if table is None:
+                return None
+            with self.stats.stage("validate"):
+                checked = validate_table(table, self.config)
+        except Exception as exc:
+            # never a failed batch (the source would redeliver it for ever): the per-message
+            # path, the reference, decides; counted, and logged by type only (no values)
+            self.stats.columnar_errors += 1
+            log.warning("columnar ingest failed (%s): batch taken per message", type(exc).__name__)
+            return None
+        if checked is None:
+            return None
+        with self.stats.stage("validate"):
+            valid = checked.valid
+            reason = admission_reasons(
+                valid["event_time"].to_pandas(), valid["model_id"].to_numpy(zero_copy_only=False),
+                self.windows.keys(), now, self.config,
+            )  # fmt: skip
+            refused = reason != None  # noqa: E711 (elementwise)
+            positions = valid["position"].to_numpy()
+            rejected = checked.rejected
+            if refused.any():
+                rejected = rejected + [
+                    Rejection(int(positions[i]), str(reason[i])) for i in np.flatnonzero(refused)
+                ]
+                valid = valid.filter(pa.array(~refused))
+                positions = positions[~refused]
+        dead = []
+        for r in rejected:  # validation faults by position, then admission refusals
+            o = origins[r.index]
+            dead.append(DeadLetter(r.reason, payloads[r.index], o.topic, o.partition, o.offset))
+        return _Checked(self.store.rows_table(valid), positions, dead)
+
+    def ingest_batch(self, payloads: Sequence[bytes | None], origins: Sequence[Origin]) -> None:
+        """The Sink call: when it returns, the batch and its effects are durable."""
+        report = BatchReport(received=len(payloads))
+        stats = self.stats
+        with self.lock:
+            self._ensure_loaded()
+            now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
+            batch = self._columnar(payloads, origins, now) if self.columnar else None
+            if batch is None:
+                stats.per_message_batches += 1
+                batch = self._per_message(payloads, origins, now)
+            for d in batch.dead:
+                report.rejected[d.reason] = report.rejected.get(d.reason, 0) + 1
+            try:
+                commit = contextlib.ExitStack()
+                with self.store.transaction():
+                    with stats.stage("store"):
+                        self.store.write_source_offsets(origins)
+                        outcome = self.store.ingest_table(batch.rows, batch.dead, now)
+                        report.accepted, report.duplicates = outcome.inserted, outcome.duplicates
+                        if outcome.conflicts is not None and outcome.conflicts.any():
+                            conflicting = []
+                            for i in batch.positions[outcome.conflicts]:
+                                o = origins[i]
+                                conflicting.append(DeadLetter(
+                                    "conflicting_duplicate", payloads[i], o.topic, o.partition,
+                                    o.offset))  # fmt: skip
+                            self.store.write_dead_letters(conflicting, now)
+                            report.rejected["conflicting_duplicate"] = len(conflicting)
+                    with stats.stage("window"):
+                        # new rows in batch order: their sequence numbers ascend
+                        mask = outcome.new_mask
+                        rows = batch.rows if mask.all() else batch.rows.filter(pa.array(mask))
+                        new = RecordBatch.from_table(
+                            rows, outcome.seq[mask], self.config, self.store.group_columns
+                        )
+                    # the evaluations submitted by earlier batches first (stream order)
+                    with stats.stage("evaluate"):
+                        items = self._collect(report)
+                    self._advance_windows(new, rows["model_id"], now, report, items)
+                    commit.enter_context(stats.stage("commit"))
+                commit.close()
+            except BaseException:
+                # Nothing of the batch was committed: rebuild the in-memory state
+                # (windows, trackers) from the store rather than copy it every batch.
+                self._reload()
+                raise
+            stats.records += len(payloads)
+            stats.batches += 1
+        self._report(report)
+
+    def source_offsets(self) -> dict[tuple[str, int], int]:
+        """Per (topic, partition), the offset after the last message this store holds (the
+        :class:`~consumers.base.HistorySink` call a Kafka source rebuilds from)."""
+        with self.lock:
+            return self.store.source_offsets()
+
+    def _ensure_loaded(self) -> None:
+        """Finish a reload that failed part-way (e.g. out of memory while restoring), so no
+        batch is ever applied to half-rebuilt windows; raises if it fails again."""
+        if self._stale:
+            self._reload()
+
+    def _reload(self) -> None:
+        self._stale = True
+        for job in self._pending:
+            if job.future is not None:
+                job.future.cancel()
+        self._pending.clear()
+        self._evaluated.clear()
+        self.windows.clear()
+        self.trackers.clear()
+        self.latest.clear()
+        self.evaluations.clear()
+        self._since_eval.clear()
+        self.restore()
+        self._stale = False
+
+    #: batches whose evaluations may still be in the worker before ingestion waits for them
+    MAX_BACKLOG = 4
+
+    def _collect(self, report: BatchReport, wait_all: bool = False) -> list[EvaluationRecord]:
+        """Apply the worker's finished evaluations, in stream order; returns the rows to store.
+
+        Stops at the first one not finished, unless more than MAX_BACKLOG batches' worth
+        are outstanding (then it waits for the oldest) or ``wait_all``.
+        """
+        items = []
+        while self._pending:
+            job = self._pending[0]
+            if (
+                not wait_all
+                and job.future is not None
+                and not job.future.done()
+                and len({id(j.future) for j in self._pending}) <= self.MAX_BACKLOG
+            ):
+                break
+            item = self._apply(job, report)
+            if item is not None:
+                items.append(item)
+            self._pending.pop(0)
+        return items
+
+    def _advance_windows(
+        self,
+        new: RecordBatch,
+        models: pa.Array | pa.ChunkedArray,
+        now: pd.Timestamp,
+        report: BatchReport,
+        pending: list[EvaluationRecord],
+    ) -> None:
+        """Add the batch's new records (arrival order; ``models``: each one's model id) to
+        their models' windows, splitting at hop points."""
+        with self.stats.stage("window"):
+            submitted, touched = self._add_to_windows(new, models, now, report, pending)
+        with self.stats.stage("state"):
+            self._write(pending, sorted(touched), now)
+        if submitted:  # one worker call for the batch's hop points
+            future = eval_worker.submit_many(
+                self._config_bytes, [(tables, job.seed) for job, tables in submitted]
+            )
+            for job, _ in submitted:
+                job.future = future
+                self._pending.append(job)
+
+    def _add_to_windows(
+        self,
+        new: RecordBatch,
+        models: pa.Array | pa.ChunkedArray,
+        now: pd.Timestamp,
+        report: BatchReport,
+        pending: list[EvaluationRecord],
+    ) -> tuple[list[tuple[_Job, dict]], set[str]]:
+        """The window updates and hop points of :meth:`_advance_windows`; returns the hop
+        evaluations for the worker and the models touched."""
+        hop = self.config.window.hop_records
+        submitted: list[tuple[_Job, dict]] = []
+        touched = {item.model_id for item in pending}
+        # one stable sort splits the batch by model, keeping arrival order within each
+        enc = pa.chunked_array([models]) if isinstance(models, pa.Array) else models
+        enc = enc.combine_chunks().dictionary_encode()
+        names = enc.dictionary.to_pylist()
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        order = np.argsort(codes, kind="stable")
+        ends = np.cumsum(np.bincount(codes, minlength=len(names)))
+        for k in sorted(range(len(names)), key=lambda j: str(names[j])):
+            model_id = str(names[k])
+            w = self.windows.get(model_id)
+            if w is None:
+                w = self.windows[model_id] = ModelWindow(model_id, self.config)
+                self.evaluations[model_id] = 0
+                self._since_eval[model_id] = 0
+            start = ends[k - 1] if k else 0
+            batch = new.take(order[start : ends[k]])
+            report.new_records[model_id] = (batch.label, batch.score, batch.decision)
+            i = 0
+            while i < len(batch):
+                take = min(hop - w.arrivals % hop, len(batch) - i)
+                w.add(batch.take(slice(i, i + take)))
+                self._since_eval[model_id] += take
+                i += take
+                if w.arrivals % hop == 0:
+                    if self.use_worker:
+                        job = self._snapshot(w, now)
+                        self._evaluated_now(model_id)
+                        job.index = len(submitted)
+                        submitted.append((job, w.table_map()))
+                    else:
+                        item = self._evaluate(model_id, now, report)
+                        if item is not None:
+                            pending.append(item)
+            touched.add(model_id)
+        return submitted, touched
+
+    def _write(self, pending: list[EvaluationRecord], models: list[str], now: Any) -> None:
+        """The evaluations and the touched models' stream positions, inside the caller's
+        transaction."""
+        self.store.write_evaluations(pending)
+        self.store.write_model_states(
+            [
+                (
+                    m, self.windows[m].arrivals, self.evaluations[m], self.windows[m].old_events,
+                    now, self._evaluated.get(m, 0),
+                )
+                for m in models
+            ]
+        )  # fmt: skip
+
+    def flush(self) -> int:
+        """Write the evaluations still being computed by the worker; returns how many."""
+        with self.lock:
+            self._ensure_loaded()
+            if not self._pending:
+                if self._unreported:
+                    self._report(BatchReport())
+                return 0
+            report = BatchReport()
+            now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
+            try:
+                with self.store.transaction():
+                    items = self._collect(report, wait_all=True)
+                    self._write(items, sorted({it.model_id for it in items}), now)
+            except BaseException:
+                self._reload()
+                raise
+        self._report(report)
+        return len(items)
+
+    def close(self) -> None:
+        """Graceful stop: write what the worker still computes."""
+        self.flush()
+
+    def tick(self) -> int:
+        """Wall-clock hops: evaluate models with new records whose last evaluation is old.
+
+        These are interim evaluations (:attr:`EvaluationRecord.interim`): where they fall
+        depends on timing, so they update the cells' latest result but not the evaluation
+        numbers, the window history or the debounced verdicts and events, which therefore
+        come out the same in a run that was restarted and in one that was not.
+        """
+        hop_s = self.config.window.hop_seconds
+        if hop_s <= 0:
+            # a quiet stream must not leave the worker's last evaluations unwritten
+            self.flush()
+            return 0
+        done = 0
+        report = BatchReport()
+        with self.lock:
+            self._ensure_loaded()
+            wall = self.clock()
+            due = [
+                m
+                for m, w in self.windows.items()
+                if self._since_eval.get(m, 0) > 0
+                and wall - self._last_eval_wall.get(m, 0.0) >= hop_s
+            ]
+            if not due and not self._pending:
+                return 0
+            # (also with nothing due: the worker's hop evaluations of a stream that went
+            # quiet would otherwise wait for the next record to be written)
+            now = pd.Timestamp(wall, unit="s", tz="UTC")
+            try:
+                with self.store.transaction():
+                    # the worker's hop evaluations come first: stream order
+                    pending = self._collect(report, wait_all=True)
+                    models = {it.model_id for it in pending} | set(due)
+                    for m in due:
+                        item = self._evaluate(m, now, report, interim=True)
+                        if item is not None:
+                            pending.append(item)
+                    self._write(pending, sorted(models), now)
+                    done = len(due)
+            except BaseException:
+                self._reload()
+                raise
+        self._report(report)
+        return done
+
+    # ------------------------------------------------------------------ evaluation
+    def _snapshot(self, w: ModelWindow, now: pd.Timestamp) -> _Job:
+        """A hop evaluation of window ``w`` at its current stream position."""
+        seed = evaluation_seed(self.config.axis1.seed, w.model_id, w.arrivals)
+        window = WindowPosition(w.kind, w.first_seq, w.last_seq, w.arrivals, seed)
+        return _Job(w.model_id, now, seed, window)
+
+    def _evaluated_now(self, model_id: str) -> None:
+        self._since_eval[model_id] = 0
+        self._last_eval_wall[model_id] = self.clock()
+
+    def _evaluate(
+        self, model_id: str, now: pd.Timestamp, report: BatchReport, interim: bool = False
+    ) -> EvaluationRecord | None:
+        """Axis 1, tiers and events of a model's window now, in this thread."""
+        w = self.windows[model_id]
+        job = self._snapshot(w, now)
+        self._evaluated_now(model_id)
+        if w.arrivals <= self._evaluated.get(model_id, -1):
+            return None  # this stream position is evaluated already
+        t0 = time.perf_counter()
+        job.results = run_axis1(w.table_map(), self.config, job.seed, threads=1)
+        job.seconds = time.perf_counter() - t0
+        return self._apply(job, report, interim)
+
+    def _apply(
+        self, job: _Job, report: BatchReport, interim: bool = False
+    ) -> EvaluationRecord | None:
+        """Tiers, trackers and events of a computed evaluation; returns what to store.
+
+        An evaluation is identified by (model, stream position): one at a position the
+        model's written evaluations have reached already is a no-op (None). An interim
+        (wall-clock) evaluation keeps the last hop's number and leaves the trackers alone.
+        """
+        cfg = self.config
+        model_id, now = job.model_id, job.now
+        if job.window.end_count <= self._evaluated.get(model_id, -1):
+            if job.future is not None:
+                job.future.cancel()
+            return None
+        if job.results is None:
+            assert job.future is not None
+            job.results, job.seconds = job.future.result()[job.index]
+        results = job.results
+        evaluation = self.evaluations[model_id] + (0 if interim else 1)
+        self.evaluations[model_id] = evaluation
+        self._evaluated[model_id] = job.window.end_count
+        n_star = self.axes.n_star.get(model_id)
+        kappa = self.axes.kappa.get(model_id)
+        applicable = self.axes.axis3_applicable.get(model_id, True)
+        cells, states, events = [], [], []
+        for r in results:
+            key = (model_id, r.metric, r.attribute)
+            ns = None if n_star is None else n_star.get((r.metric, r.attribute))
+            kp = None if kappa is None else kappa.get((r.metric, r.attribute))
+            tier = cell_tier(r.vfr, ns, kp, applicable, cfg)
+            axes = {"value": r.value, "vfr": r.vfr, "n_star": ns, "kappa": kp, "sigma": r.sigma}
+            tracker = self.trackers.get(key)
+            if tracker is None:
+                tracker = self.trackers[key] = CellTracker(
+                    *key, confirm_windows=cfg.confirm_windows, tau_vfr=cfg.axis1.tau_vfr
+                )
+            if not interim:
+                events.extend(
+                    tracker.observe(evaluation, r.dominant_verdict, tier.tier.value, axes)
+                )
+            cell = CellEvaluation(
+                result=r,
+                evaluation=evaluation,
+                tier=tier,
+                confirmed_tier=tracker.tier.confirmed,
+                confirmed_verdict=tracker.verdict.confirmed,
+                n_star=ns,
+                kappa=kp,
+                evaluated_at=str(now),
+                reliable_verdict=tracker.reliable.confirmed,
+            )
+            cells.append(cell)
+            states.append((r.metric, r.attribute, tracker.to_dict()))
+            self.latest[key] = cell
+            if not interim and self.drift is not None and self.drift.update(key, r.value):
+                report.drift.append(key)
+        report.evaluations.append((model_id, job.seconds))
+        report.cells.extend(cells)
+        report.events.extend(events)
+        return EvaluationRecord(
+            model_id, evaluation, job.window, tuple(cells), tuple(states), tuple(events), now,
+            interim=interim,
+        )

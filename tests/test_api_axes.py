@@ -1,0 +1,153 @@
+"""/api/models, /api/axes and pagination, on a real service with a real DuckDB file.
+
+One service run (module fixture): 3000 synthetic records of one model through the
+pipeline, the three scheduled axes run twice, then 5 records of a second model (a window
+under the small-cell threshold). The routes are fetched over HTTP from the real server.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pandas as pd
+import pytest
+
+from consumers.base import Origin
+from monitor.bench.synthetic import synthetic_window
+from monitor.config import config_from_mapping
+from monitor.service.app import MonitorService
+
+CFG = config_from_mapping(
+    {
+        "window": {"size": 4000, "hop_records": 1000, "hop_seconds": 0},
+        "axis1": {"K": 100},
+        "axis2": {"sizes": [500, 1000, 2000], "R": 10},
+        "axis3": {"folds": 5},
+        "equilense": {"features": []},
+        # unregistered test models, fixed dates
+        "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+    }
+)
+
+
+def _feed(service, n, seed, start=0, model=None):
+    df = synthetic_window(n, models=1, seed=seed).drop(columns=["decision"])
+    if model is not None:
+        df["model_id"] = model
+    df["record_id"] = [f"s{seed}-{i}" for i in range(len(df))]
+    df["event_time"] = "2026-11-01T00:00:00Z"
+    payloads = [json.dumps(r).encode() for r in df.to_dict("records")]
+    service.pipeline.ingest_batch(
+        payloads, [Origin("t", 0, start + i) for i in range(len(payloads))]
+    )
+    service.pipeline.flush()
+
+
+def get(service, path):
+    try:
+        with urllib.request.urlopen(service.api.url + path, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        with e:
+            return e.code, json.loads(e.read())
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    path = tmp_path_factory.mktemp("axes") / "s.duckdb"
+    clock = [1_790_000_000.0]
+    s = MonitorService(CFG, db_path=str(path), http_port=0, start_scheduler=False,
+                       clock=lambda: clock[0])  # fmt: skip
+    s.start()
+    try:
+        _feed(s, 3000, seed=1)
+        for _ in range(2):
+            for job in ("axis2", "axis3", "equilense"):
+                assert s.scheduler.run_now_blocking(job).state == "success"
+            clock[0] += 60.0
+        _feed(s, 5, seed=9, start=3000, model="tiny")
+        # a result of "tiny" as the jobs would store it, on its 5-record cohort
+        at = pd.Timestamp(clock[0], unit="s", tz="UTC")
+        s.store.write_axis_results("axis3", "tiny", 5, {"kappa": {"DI": 0.5}}, at)
+        yield s
+    finally:
+        s.close()
+
+
+def test_models_show_window_health_and_the_small_cell_rule(service):
+    status, models = get(service, "/api/models")
+    assert status == 200
+    by_id = {m["model_id"]: m for m in models}
+    assert set(by_id) == {"model-00", "tiny"}
+    big = by_id["model-00"]
+    assert big["window_records"] == 3000
+    assert 0.0 <= big["rolling_auroc"] <= 1.0 and 0.0 <= big["rolling_accuracy"] <= 1.0
+    assert pd.Timestamp(big["last_evaluation_at"]).year == 2026
+    tiny = by_id["tiny"]
+    assert tiny["window_records"] == "<11"
+    assert tiny["rolling_auroc"] is None and tiny["rolling_accuracy"] is None
+    # pagination: limit / offset over the sorted list
+    assert get(service, "/api/models?limit=1")[1] == [big]
+    assert get(service, "/api/models?limit=1&offset=1")[1] == [tiny]
+    assert get(service, "/api/models?offset=2")[1] == []
+
+
+def test_axis2_history_newest_first_with_curves_and_n_star(service):
+    status, rows = get(service, "/api/axes?axis=axis2&model=model-00")
+    assert status == 200 and len(rows) == 2
+    assert rows[0]["computed_at"] > rows[1]["computed_at"]
+    latest = rows[0]
+    assert latest["axis"] == "axis2" and latest["model_id"] == "model-00"
+    assert latest["cohort_n"] == 3000
+    cells = latest["payload"]
+    assert len(cells) == 28  # one curve per (metric, attribute) cell
+    assert {"n_star", "metric", "attribute"} <= set(cells[0])
+    # a page of one, then the next
+    assert get(service, "/api/axes?axis=axis2&model=model-00&limit=1")[1] == [rows[0]]
+    assert get(service, "/api/axes?axis=axis2&model=model-00&limit=1&offset=1")[1] == [rows[1]]
+
+
+def test_axis3_kappa_and_equilense_mppd(service):
+    status, rows = get(service, "/api/axes?axis=axis3&model=model-00&limit=1")
+    assert status == 200 and len(rows) == 1
+    payload = rows[0]["payload"]
+    assert "kappa" in json.dumps(payload)
+    status, rows = get(service, "/api/axes?axis=equilense&model=model-00&limit=1")
+    assert status == 200 and len(rows) == 1
+    assert "mppd" in json.dumps(rows[0]["payload"]).lower()
+
+
+def test_small_cohort_results_are_withheld(service):
+    status, rows = get(service, "/api/axes?axis=axis3&model=tiny")
+    assert status == 200 and len(rows) == 1
+    assert rows[0]["cohort_n"] == "<11" and rows[0]["payload"] is None
+    # all models at once: newest first, tiny's withheld result among them
+    status, rows = get(service, "/api/axes?axis=axis3")
+    assert [r["model_id"] for r in rows] == ["tiny", "model-00", "model-00"]
+
+
+def test_axes_errors(service):
+    assert get(service, "/api/axes?axis=axis2&model=nobody") == (404, {"error": "unknown model"})
+    for query, name in [("", "axis"), ("axis=axis9", "axis"), ("axis=axis2&limit=0", "limit"),
+                        ("axis=axis2&offset=-1", "offset"), ("axis=axis2&model=", "model")]:
+        status, body = get(service, "/api/axes?" + query)
+        if name == "model":  # a blank value is "not given": every model
+            assert status == 200, query
+            continue
+        assert (status, body) == (400, {"error": "invalid parameter", "parameter": name}), query
+
+
+def test_windows_and_cells_pages(service):
+    base = "/api/windows?model=model-00&metric=DI&attribute=race"
+    status, rows = get(service, base)
+    assert status == 200 and [r["evaluation"] for r in rows] == [3, 2, 1]
+    assert [r["evaluation"] for r in get(service, base + "&before=3")[1]] == [2, 1]
+    assert [r["evaluation"] for r in get(service, base + "&before=3&limit=1")[1]] == [2]
+    assert get(service, base + "&before=1")[1] == []
+    assert get(service, base + "&before=0")[0] == 400
+    status, cells = get(service, "/api/cells")
+    assert status == 200 and len(cells) == 28  # tiny has no evaluation yet (hop 1000)
+    page = get(service, "/api/cells?limit=10&offset=20")[1]
+    assert page == cells[20:30]
