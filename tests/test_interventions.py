@@ -241,6 +241,7 @@ def test_cli_writes_tables_and_a_decision_config_the_service_applies(cli_out: Pa
     for b, key in (("b3", "b3_search"), ("b4", "b4_refinement")):
         cfg = load_config(cli_out / f"decision_{b}.toml")
         per = cfg.decision.per_group["model"]
+        assert [m.id for m in cfg.models] == ["model"]  # registered, or the service drops it
         assert per == doc[key]["thresholds"] and per  # the searched thresholds, in order
         plan = ThresholdPlan(cfg.decision.threshold, tuple(a.name for a in cfg.attributes), per)
         rng = np.random.default_rng(1)

@@ -534,6 +534,10 @@ def decision_config(report: InterventionReport, baseline: str) -> dict[str, Any]
     plan = report.plans[baseline]
     data["decision"] = {"threshold": plan.base,
                         "per_group": {report.model_id: plan.per_group()}}  # fmt: skip
+    # The service dead-letters records of unregistered models (``unknown_models``), so a
+    # decision file for a model it does not know would monitor nothing: register it.
+    if all(m.id != report.model_id for m in report.config.models):
+        data["models"] = [*data.get("models", []), {"id": report.model_id}]
     return data
 
 
