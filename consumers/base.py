@@ -7,6 +7,7 @@ import the pipeline and the pipeline never imports a particular source.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import NamedTuple, Protocol
 
 #: Unprocessed messages per (topic, partition).
@@ -41,6 +42,13 @@ class HistorySink(Sink, Protocol):
     def source_offsets(self) -> dict[tuple[str, int], int]:
         """(topic, partition) -> the offset after the last message stored from it; a
         partition absent was never consumed here."""
+
+    def forget_partitions(self, partitions: Collection[tuple[str, int]]) -> list[str]:
+        """The group took ``partitions`` away: drop their models from memory (and so from
+        what is exported); returns the models dropped."""
+
+    def keep_partitions(self, owned: Collection[tuple[str, int]]) -> list[str]:
+        """This member's whole assignment: drop models of partitions it does not own."""
 
 
 class SinkRetriesExhaustedError(RuntimeError):

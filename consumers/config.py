@@ -180,6 +180,12 @@ class KafkaConfig(_Strict):
     #: means a replacement instance could not rebuild a model's state from the topic.
     #: "refuse" stops start-up naming the setting, "warn" logs it, "off" skips the check.
     retention_check: Literal["refuse", "warn", "off"] = "refuse"
+    #: A fleet of instances in one group: every stored window result, event and axis
+    #: result is also produced to this compacted topic (created if missing), which
+    #: ``vfr-monitor view`` reads for one view of all models. Absent: not published.
+    results_topic: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    #: Partitions of the results topic when the service creates it.
+    results_partitions: int = Field(6, ge=1, le=10_000)
 
     @field_validator("bootstrap_servers", "topics", mode="before")
     @classmethod

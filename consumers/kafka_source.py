@@ -217,7 +217,7 @@ class KafkaSource:
         self.stats = KafkaSourceStats()
         #: rebuild on assignment (see _rebuild_assigned): only for a sink that keeps history
         self._horizon_ms = (
-            None if horizon_days is None or not hasattr(sink, "source_offsets")
+            None if horizon_days is None or not hasattr(sink, "forget_partitions")
             else round(horizon_days * 86_400_000)
         )  # fmt: skip
         #: partitions assigned since the last poll, not yet positioned for a rebuild
@@ -337,6 +337,12 @@ class KafkaSource:
             log.info("kafka source: partitions assigned: %s", sorted(assigned))
         if self._horizon_ms is not None:
             self._to_position.update(assigned)
+            # a restarted member may hold models of partitions the group gave to others
+            owned = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
+            dropped = self._sink.keep_partitions(owned)  # type: ignore[attr-defined]
+            if dropped:
+                log.info("kafka source: %d models of partitions owned elsewhere dropped",
+                         len(dropped))  # fmt: skip
 
     def _revoked(self, revoked: Any) -> None:
         for tp in revoked:
@@ -346,6 +352,10 @@ class KafkaSource:
                 log.info("kafka source: rebuild of %s abandoned: partition revoked", tp)
         if revoked:
             log.info("kafka source: partitions revoked: %s", sorted(revoked))
+            if self._horizon_ms is not None:  # their new owner rebuilds and exports them
+                self._sink.forget_partitions(  # type: ignore[attr-defined]
+                    [(tp.topic, tp.partition) for tp in revoked]
+                )
 
     def _rebuild_assigned(self, polled: dict[Any, list[Any]]) -> dict[Any, list[Any]]:
         """Replay what the sink lacks of each newly assigned partition, before going on.

@@ -171,17 +171,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
         emb = emb.model_copy(update={"rate": args.rate})
     if kafka_cfg is None and emb.path is None:
         raise ConfigError("embedded.path", "no source: configure [kafka] or give --input FILE")
+    fleet = kafka_cfg is not None and kafka_cfg.results_topic is not None
     service = MonitorService(
         config,
         source_name="kafka" if kafka_cfg else "embedded",
         db_path=args.db,
         http_port=args.port,
         start_scheduler=not args.no_scheduler,
+        results_outbox=fleet,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    relay = None
     try:
+        if fleet:
+            from consumers.results_topic import ResultsPublisher, ensure_results_topic
+            from monitor.service.outbox_relay import OutboxRelay
+
+            assert kafka_cfg is not None and kafka_cfg.results_topic is not None
+            ensure_results_topic(kafka_cfg, kafka_cfg.results_topic, kafka_cfg.results_partitions)
+            relay = OutboxRelay(service.store, ResultsPublisher(kafka_cfg, kafka_cfg.results_topic))
+            service.outbox_relay = relay
+            relay.start()
         if kafka_cfg is not None:
             from consumers.kafka_source import KafkaSource
             from consumers.retention import check_topic_retention
@@ -206,7 +218,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
         source.close()
         print(f"vfr-monitor: stopped after {n} messages", flush=True)
     finally:
-        service.close()
+        service.close()  # stops the outbox relay after the last evaluations are written
+    return 0
+
+
+def _cmd_view(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+
+    from consumers.config import kafka_config_with_env
+    from consumers.results_topic import read_results
+    from monitor.service.fleet_view import FleetView, idle_stopper
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = load_config(args.config)
+    kafka_cfg = kafka_config_with_env(config.kafka)
+    if kafka_cfg is None:
+        raise ConfigError("kafka.bootstrap_servers", "the view reads the fleet's results topic")
+    if kafka_cfg.results_topic is None:
+        raise ConfigError("kafka.results_topic", "name the topic the instances publish to")
+    view = FleetView(config, args.db)
+    stop, on_idle = idle_stopper(view, args.until_idle)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        view.start(config.service.http_port if args.port is None else args.port)
+        assert view.api is not None
+        print(f"vfr-monitor view: serving /api and the report on {view.api.url}", flush=True)
+        print(f"vfr-monitor view: DuckDB file {view.store.path}", flush=True)
+        read_results(kafka_cfg, kafka_cfg.results_topic, view.apply, stop=stop.is_set,
+                     on_idle=on_idle)  # type: ignore[arg-type]  # fmt: skip
+        print(f"vfr-monitor view: stopped after {view.applied} results "
+              f"({view.skipped} other messages skipped)", flush=True)  # fmt: skip
+    finally:
+        view.close()
     return 0
 
 
@@ -398,6 +445,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--until-idle", type=float, default=None, help="stop after S idle seconds")
     r.add_argument("--no-scheduler", action="store_true", help="do not run the slow axes")
     r.set_defaults(func=_cmd_run)
+
+    v = sub.add_parser("view", help="one view of a fleet's results (reads the results topic)")
+    v.add_argument("--config", default=None, help="TOML with [kafka] and results_topic")
+    v.add_argument("--db", required=True, help="the view's own DuckDB file")
+    v.add_argument("--port", type=int, default=None, help="HTTP port (0: any free port)")
+    v.add_argument("--until-idle", type=float, default=None,
+                   help="stop S seconds after catching up with nothing new")  # fmt: skip
+    v.set_defaults(func=_cmd_view)
 
     scen_help = "drift scenario ('none' for a stationary year): " + ", ".join(SCENARIO_NAMES)
     d = sub.add_parser("demo", help="the service on a drifting scored stream, with a live view")

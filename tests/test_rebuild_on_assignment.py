@@ -120,8 +120,11 @@ def test_stored_through_offsets_only_move_forward_and_a_v5_file_gains_them(tmp_p
     db = tmp_path / "old.duckdb"
     Store(db, CFG).close()
     with duckdb.connect(str(db)) as c:  # a file written before v6
-        c.execute("DROP TABLE source_offsets")
-        c.execute("DELETE FROM schema_migrations WHERE version = 6")
+        for stmt in ("DROP TABLE source_offsets", "DROP TABLE results_outbox",
+                     "DROP TABLE model_partitions", "DROP TABLE fleet_axis_keys",
+                     "DROP SEQUENCE results_outbox_id",
+                     "DELETE FROM schema_migrations WHERE version >= 6"):  # fmt: skip
+            c.execute(stmt)
     store = Store(db, CFG)
     assert store.source_offsets() == {}
     with store.transaction():

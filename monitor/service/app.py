@@ -28,8 +28,6 @@ from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.core.drift import DriftBook, ModelHealth
 from monitor.core.privacy import (
-    CELL_IDENTITY,
-    EVENT_IDENTITY,
     SMALL_CELL_LABEL,
     reportable,
     withhold,
@@ -38,7 +36,9 @@ from monitor.core.results import CellEvaluation
 from monitor.core.tables import tables_from_frame
 from monitor.service.api import ApiServer, HttpLimits, serve
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
+from monitor.service.outbox_relay import OutboxRelay
 from monitor.service.scheduler import AxisScheduler, JobOutcome, JobSpec
+from monitor.service.stored_views import stored_axes, stored_events, stored_windows
 from monitor.service.web_config import load_web_config
 from monitor.stream.pipeline import BatchReport, Pipeline
 from monitor.stream.store import Store
@@ -69,11 +69,17 @@ class MonitorService:
         http_port: int | None = None,
         start_scheduler: bool = True,
         clock: Callable[[], float] = time.time,
+        results_outbox: bool = False,
     ):
         self.config = config
         self.source_name = source_name
         self.clock = clock
         self.store = Store(db_path or config.service.db_path, config)
+        # a fleet member: results also go to the outbox for the results topic (set before
+        # the pipeline restores, so evaluations recovered at start-up are published too)
+        self.store.outbox = results_outbox
+        #: publishes the outbox to the results topic (set by `vfr-monitor run` in a fleet)
+        self.outbox_relay: OutboxRelay | None = None
         self.exporter = Exporter(
             __version__,
             group_codes=[c for a in config.attributes for c in a.codes],
@@ -143,6 +149,8 @@ class MonitorService:
         except Exception as exc:
             # recomputed from the stored records at the next start
             log.warning("pipeline close failed: %s", type(exc).__name__)
+        if self.outbox_relay is not None:  # what the last evaluations put in the outbox
+            self.outbox_relay.close()
         self.store.close()
 
     # ------------------------------------------------------------------ metrics
@@ -246,14 +254,20 @@ class MonitorService:
     def _for_each_model(self, axis: str, compute: Callable[[str, pd.DataFrame], Any]) -> None:
         cursor = self.store.cursor()
         try:
-            for model_id in self.store.models(cursor):
+            # the models this instance owns: in a consumer group, those of its partitions
+            for model_id in self.pipeline.owned_models():
+                with self.pipeline.lock:
+                    w = self.pipeline.windows.get(model_id)
+                    position = None if w is None else w.arrivals
+                if position is None:  # revoked meanwhile
+                    continue
                 frame = self._cohort(cursor, model_id)
                 if not len(frame):
                     continue
                 payload = compute(model_id, frame)
                 at = pd.Timestamp(self.clock(), unit="s", tz="UTC")
                 self.store.write_axis_results(
-                    axis, model_id, len(frame), payload, at, cursor=cursor
+                    axis, model_id, len(frame), payload, at, cursor=cursor, position=position
                 )
                 with self.pipeline.lock:
                     if axis == "axis2":
@@ -358,18 +372,7 @@ class MonitorService:
         return page
 
     def events(self, limit: int, since_id: int | None) -> list[dict]:
-        """Latest events; one from an evaluation of fewer than 11 window records shows
-        ``<11`` in place of its verdicts, tiers and axes."""
-        cursor = self.store.cursor()
-        try:
-            rows = self.store.events_since(limit, since_id, cursor=cursor)
-            sizes = self.store.evaluation_window_sizes(rows, cursor=cursor)
-        finally:
-            cursor.close()
-        return [
-            withhold(r, sizes.get((r["model_id"], r["evaluation"])), EVENT_IDENTITY)
-            for r in rows
-        ]
+        return stored_events(self.store, limit, since_id)
 
     def windows(
         self, model: str, metric: str, attribute: str, limit: int, before: int | None = None
@@ -377,15 +380,7 @@ class MonitorService:
         with self.pipeline.lock:
             if (model, metric, attribute) not in self.pipeline.latest:
                 return None
-        cursor = self.store.cursor()
-        try:
-            rows = self.store.window_history(
-                model, metric, attribute, limit, cursor=cursor, before=before
-            )
-        finally:
-            cursor.close()
-        keep = frozenset({"evaluation", "evaluated_at", "seed"}) | CELL_IDENTITY
-        return [withhold(r, r.get("window_n"), keep) for r in rows]
+        return stored_windows(self.store, model, metric, attribute, limit, before)
 
     def models(self) -> list[dict]:
         """Each model's window size, rolling AUROC / accuracy and last evaluation time.
@@ -408,22 +403,7 @@ class MonitorService:
         return out
 
     def axes(self, axis: str, model: str | None, limit: int, offset: int) -> list[dict] | None:
-        """Stored results of one scheduled axis, newest first; None for an unknown model.
-
-        A result computed on a cohort of fewer than 11 records shows "<11" for its size
-        and no payload. (MPPD pair counts below 11 are already "<11" in the payload.)
-        """
-        cursor = self.store.cursor()
-        try:
-            rows = self.store.axis_history(axis, model, limit, offset, cursor=cursor)
-            if model is not None and not rows and model not in self.store.models(cursor):
-                return None
-        finally:
-            cursor.close()
-        for row in rows:
-            if not reportable(row["cohort_n"]):
-                row["cohort_n"], row["payload"] = SMALL_CELL_LABEL, None
-        return rows
+        return stored_axes(self.store, axis, model, limit, offset)
 
 
 def _loads(x: Any) -> dict | None:

@@ -23,7 +23,7 @@ import pickle
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +74,10 @@ class AxisCache:
         self.kappa[model_id] = {
             (c["metric"], c["attribute"]): float(c["kappa"]) for c in result.get("cells", [])
         }
+
+    def forget(self, model_id: str) -> None:
+        for book in (self.n_star, self.kappa, self.axis3_applicable):
+            book.pop(model_id, None)
 
 
 @dataclass
@@ -201,15 +205,32 @@ class Pipeline:
         self.stats = PipelineStats()
         #: False: every batch takes the per-message path (the columnar path's oracle)
         self.columnar = True
+        #: each model's source partition (its latest record's), for forget_partitions
+        self._partition_of: dict[str, tuple[str, int]] = {}
+        #: entries of _partition_of not yet in the store (written with the next batch)
+        self._partition_changes: dict[str, tuple[str, int]] = {}
+        #: models dropped from memory because their partition was revoked
+        self._forgotten: set[str] = set()
         if self.use_worker:
             eval_worker.start()
         self.restore()
 
     # ------------------------------------------------------------------ restart
-    def restore(self) -> None:
-        """Rebuild windows, trackers and axis caches from the DuckDB file."""
+    def restore(self, models: Collection[str] | None = None) -> None:
+        """Rebuild windows, trackers and axis caches from the DuckDB file (of ``models``
+        only, when given: a model whose partition came back to this instance)."""
         cfg = self.config
+
+        def wanted(model_id: str) -> bool:
+            return models is None or model_id in models
+
+        for model_id, where in self.store.model_partitions().items():
+            if wanted(model_id):
+                self._partition_of.setdefault(model_id, where)
+
         for model_id, st in self.store.model_states().items():
+            if not wanted(model_id):
+                continue
             w = ModelWindow(model_id, cfg)
             frame = self._window_frame(model_id, None)
             if len(frame):
@@ -221,27 +242,35 @@ class Pipeline:
             done = st.get("evaluated_records")
             self._evaluated[model_id] = st["records"] if done is None else done
         for model_id, metric, attribute, state, latest in self.store.cell_states():
+            if not wanted(model_id):
+                continue
             self.trackers[(model_id, metric, attribute)] = CellTracker.from_dict(state)
             if latest:
                 self.latest[(model_id, metric, attribute)] = CellEvaluation.from_dict(latest)
         for model_id, cells in self.store.latest_axis_results("axis2").items():
-            self.axes.set_axis2(model_id, cells)
+            if wanted(model_id):
+                self.axes.set_axis2(model_id, cells)
         for model_id, result in self.store.latest_axis_results("axis3").items():
-            self.axes.set_axis3(model_id, result)
-        self._recover_missing_evaluations()
+            if wanted(model_id):
+                self.axes.set_axis3(model_id, result)
+        self._recover_missing_evaluations(models)
         # Records not seen by any written evaluation (hop or wall-clock) are what a
         # wall-clock hop may evaluate: none when the last evaluation saw the whole window,
         # so a restart never evaluates an unchanged window again.
         for model_id, w in self.windows.items():
+            if not wanted(model_id):
+                continue
             self._since_eval[model_id] = w.arrivals - self._evaluated.get(model_id, w.arrivals)
 
-    def _recover_missing_evaluations(self) -> None:
+    def _recover_missing_evaluations(self, models: Collection[str] | None = None) -> None:
         """Hop points whose records were committed but whose evaluation was not written
         (the process stopped while the worker computed it): recompute them from the
         stored records, in stream order, before anything new is ingested."""
         hop = self.config.window.hop_records
         jobs = []
         for model_id, w in sorted(self.windows.items()):
+            if models is not None and model_id not in models:
+                continue
             done = self._evaluated.get(model_id, w.arrivals)
             for end in range((done // hop + 1) * hop, w.arrivals + 1, hop):
                 jobs.append(self._job_at(model_id, end))
@@ -404,11 +433,14 @@ class Pipeline:
                 batch = self._per_message(payloads, origins, now)
             for d in batch.dead:
                 report.rejected[d.reason] = report.rejected.get(d.reason, 0) + 1
+            self._note_partitions(batch.rows, batch.positions, origins)
             try:
                 commit = contextlib.ExitStack()
                 with self.store.transaction():
                     with stats.stage("store"):
                         self.store.write_source_offsets(origins)
+                        self.store.write_model_partitions(self._partition_changes)
+                        self._partition_changes = {}
                         outcome = self.store.ingest_table(batch.rows, batch.dead, now)
                         report.accepted, report.duplicates = outcome.inserted, outcome.duplicates
                         if outcome.conflicts is not None and outcome.conflicts.any():
@@ -442,6 +474,84 @@ class Pipeline:
             stats.batches += 1
         self._report(report)
 
+    def forget_partitions(self, partitions: Collection[tuple[str, int]]) -> list[str]:
+        """Drop the models last seen on ``partitions`` (revoked from this instance) from
+        memory, after writing their evaluations still in the worker; returns them.
+
+        Producers key by model id, so a model lives in one partition, and the group gives
+        it to one member at a time: the new owner rebuilds it from the topic, and this
+        instance must stop exporting and evaluating it. Its rows stay in the DuckDB file;
+        if the partition comes back, the model is restored from there (see
+        :meth:`_restore_returning`).
+        """
+        with self.lock:
+            revoked = set(partitions)
+            gone = sorted(m for m, p in self._partition_of.items()
+                          if p in revoked and m in self.windows)  # fmt: skip
+            if not gone:
+                return []
+            self.flush()
+            for model_id in gone:
+                self._drop(model_id)
+                self._partition_of.pop(model_id, None)
+                self._forgotten.add(model_id)
+        log.info("models of revoked partitions dropped from memory: %d", len(gone))
+        return gone
+
+    def _note_partitions(
+        self, rows: pa.Table, positions: np.ndarray, origins: Sequence[Origin]
+    ) -> None:
+        """Each model's partition (that of its last record in the batch), and the restore
+        of models that come back after a revocation, before the batch is stored."""
+        if not len(rows):
+            return
+        enc = rows.column("model_id").combine_chunks().dictionary_encode()
+        names = enc.dictionary.to_pylist()
+        last = np.full(len(names), -1, dtype=np.int64)
+        np.maximum.at(last, enc.indices.to_numpy(zero_copy_only=False), positions)
+        for name, i in zip(names, last, strict=True):
+            o = origins[int(i)]
+            where = (o.topic, o.partition)
+            if self._partition_of.get(str(name)) != where:
+                self._partition_of[str(name)] = where
+                self._partition_changes[str(name)] = where
+        if self._forgotten:
+            self._restore_returning(set(names))
+
+    def keep_partitions(self, owned: Collection[tuple[str, int]]) -> list[str]:
+        """The group's assignment of this member (all of it): drop the models whose
+        partition is elsewhere now (a member restarted on a file that holds models the
+        group has since given to another member); returns them."""
+        with self.lock:
+            owned = set(owned)
+            stray = {p for m, p in self._partition_of.items() if p not in owned}
+        return self.forget_partitions(stray) if stray else []
+
+    def owned_models(self) -> list[str]:
+        """The models this instance holds in memory (all of its file's, unless revoked)."""
+        with self.lock:
+            return sorted(self.windows)
+
+    def _drop(self, model_id: str) -> None:
+        self.windows.pop(model_id, None)
+        self.evaluations.pop(model_id, None)
+        self._evaluated.pop(model_id, None)
+        self._since_eval.pop(model_id, None)
+        self._last_eval_wall.pop(model_id, None)
+        for key in [k for k in self.trackers if k[0] == model_id]:
+            del self.trackers[key]
+        for key in [k for k in self.latest if k[0] == model_id]:
+            del self.latest[key]
+        self.axes.forget(model_id)
+
+    def _restore_returning(self, models: Collection[str]) -> None:
+        """Models dropped by :meth:`forget_partitions` whose records arrive again: restore
+        them from the file before the batch touches their windows."""
+        back = self._forgotten.intersection(models)
+        if back:
+            self._forgotten.difference_update(back)
+            self.restore(back)
+
     def source_offsets(self) -> dict[tuple[str, int], int]:
         """Per (topic, partition), the offset after the last message this store holds (the
         :class:`~consumers.base.HistorySink` call a Kafka source rebuilds from)."""
@@ -466,6 +576,8 @@ class Pipeline:
         self.latest.clear()
         self.evaluations.clear()
         self._since_eval.clear()
+        self._partition_of.clear()
+        self._partition_changes = {}
         self.restore()
         self._stale = False
 

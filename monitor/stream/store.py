@@ -35,6 +35,12 @@ from monitor.core.events import CellEvent
 from monitor.core.explain import Cutoffs, explain_event
 from monitor.core.jsonable import to_json
 from monitor.core.results import EvaluationRecord
+from monitor.stream.results_messages import (
+    ResultMessage,
+    axis_result_message,
+    event_message,
+    window_result_message,
+)
 
 #: Each entry upgrades the schema to the version at its index + 1.
 MIGRATIONS: list[list[str]] = [
@@ -122,6 +128,22 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TABLE IF NOT EXISTS source_offsets (
             topic VARCHAR NOT NULL, partition INTEGER NOT NULL, next_offset BIGINT NOT NULL,
             PRIMARY KEY (topic, partition))""",
+    ],
+    # v7 (fleet view): results to publish to the compacted results topic, written in the
+    # transaction that stores them (an outbox), deleted once the broker has them.
+    [
+        "CREATE SEQUENCE IF NOT EXISTS results_outbox_id",
+        """CREATE TABLE IF NOT EXISTS results_outbox (
+            id BIGINT PRIMARY KEY DEFAULT nextval('results_outbox_id'),
+            key VARCHAR NOT NULL, value VARCHAR NOT NULL)""",
+        # each model's source partition, so a member that restarts knows which models to
+        # drop when the group takes a partition away before any new record arrives
+        """CREATE TABLE IF NOT EXISTS model_partitions (
+            model_id VARCHAR PRIMARY KEY, topic VARCHAR NOT NULL, partition INTEGER NOT NULL)""",
+        # the fleet view's file only: which axis result a (axis, model, position) key names
+        """CREATE TABLE IF NOT EXISTS fleet_axis_keys (
+            axis VARCHAR, model_id VARCHAR, position BIGINT, computed_at TIMESTAMPTZ,
+            PRIMARY KEY (axis, model_id, position))""",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -295,6 +317,9 @@ class Store:
         self.group_columns = [f"attr_{i}" for i in range(len(self.attributes))]
         #: recorded with every event: which decision rule the verdicts were about
         self._decision_id = config.decision_id()
+        #: write every stored result to ``results_outbox`` too (a fleet member: see
+        #: monitor.stream.results_outbox); off for a single service and for tests
+        self.outbox = False
         try:
             self._conn = _connect_private(self.path)
         except duckdb.IOException as exc:
@@ -696,6 +721,127 @@ class Store:
                 [(t, p, n) for (t, p), n in after.items()],
             )
 
+    def write_model_partitions(self, changed: dict[str, tuple[str, int]]) -> None:
+        """Models whose source partition is new or changed, inside the caller's transaction."""
+        if changed:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO model_partitions VALUES (?, ?, ?)",
+                [(m, t, p) for m, (t, p) in changed.items()],
+            )
+
+    def model_partitions(self) -> dict[str, tuple[str, int]]:
+        rows = self._conn.execute("SELECT model_id, topic, partition FROM model_partitions")
+        return {m: (t, int(p)) for m, t, p in rows.fetchall()}
+
+    def _to_outbox(self, messages: Sequence[tuple[str, str]]) -> None:
+        """(key, value) rows for the results topic, inside the caller's transaction."""
+        if messages:
+            self._conn.executemany(
+                "INSERT INTO results_outbox (key, value) VALUES (?, ?)", list(messages)
+            )
+
+    def outbox_batch(
+        self, limit: int, cursor: duckdb.DuckDBPyConnection
+    ) -> list[tuple[int, str, str]]:
+        """The oldest ``limit`` unpublished results, (id, key, value), in the order stored."""
+        return cursor.execute(
+            "SELECT id, key, value FROM results_outbox ORDER BY id LIMIT ?", [limit]
+        ).fetchall()
+
+    def outbox_done(self, last_id: int, cursor: duckdb.DuckDBPyConnection) -> None:
+        """Forget what the broker has acknowledged (ids up to ``last_id``)."""
+        cursor.execute("DELETE FROM results_outbox WHERE id <= ?", [last_id])
+
+    # ------------------------------------------------------------------ the fleet view's file
+    def apply_results(self, messages: Sequence[ResultMessage]) -> None:
+        """Results read from the fleet's results topic, in one transaction (the view's own
+        file, see monitor.service.fleet_view). Each message replaces the row its key names:
+        a window result by (model, evaluation, metric, attribute), an event by (kind, model,
+        metric, attribute, evaluation, confirmed), an axis result by (axis, model, stream
+        position), so a result computed again by a partition's new owner overwrites its twin.
+        """
+        windows = []
+        with self.transaction():
+            for m in messages:
+                f = m.fields
+                if m.kind == "window":
+                    windows.append((
+                        f["model_id"], f["evaluation"], pd.Timestamp(f["evaluated_at"]),
+                        f["window_kind"], None, None, f["window_end_count"], f["seed"],
+                        f["metric"], f["attribute"], to_json(f["result"]), f["tier"],
+                        f["confirmed_tier"]))  # fmt: skip
+                elif m.kind == "event":
+                    self._upsert_event(f)
+                else:
+                    self._upsert_axis(f)
+            self._insert_frame(
+                "window_results",
+                ["model_id", "evaluation", "evaluated_at", "window_kind", "window_first_seq",
+                 "window_last_seq", "window_end_count", "seed", "metric", "attribute",
+                 "result", "tier", "confirmed_tier"],
+                windows, json_columns={"result"}, replace=True,
+            )  # fmt: skip
+            models = sorted({w[0] for w in windows})
+            if models:
+                # what the report reads: each cell's latest result, each model's position
+                # (the view has no tracker states: '{}')
+                marks = ", ".join("?" * len(models))
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO cell_state SELECT model_id, metric, attribute, "
+                    "'{}'::JSON, result, evaluated_at FROM window_results "
+                    f"WHERE model_id IN ({marks}) QUALIFY row_number() OVER (PARTITION BY "
+                    "model_id, metric, attribute ORDER BY evaluation DESC) = 1", models,
+                )  # fmt: skip
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO model_state (model_id, records, evaluations, "
+                    "old_events, updated_at, evaluated_records) SELECT model_id, "
+                    "max(window_end_count), max(evaluation), 0, max(evaluated_at), "
+                    f"max(window_end_count) FROM window_results WHERE model_id IN ({marks}) "
+                    "GROUP BY model_id", models,
+                )  # fmt: skip
+
+    def _upsert_event(self, f: dict[str, Any]) -> None:
+        c = self._conn
+        natural = [f["event_kind"], f["model_id"], f["metric"], f["attribute"], f["evaluation"],
+                   f["confirmed"]]  # fmt: skip
+        where = ("kind = ? AND model_id = ? AND metric = ? AND attribute = ? AND evaluation = ? "
+                 "AND confirmed = ?")  # fmt: skip
+        row = c.execute(f"SELECT id FROM events WHERE {where}", natural).fetchone()
+        if row is None:
+            event_id = self._next_event
+            self._next_event += 1
+        else:
+            event_id = int(row[0])
+            c.execute("DELETE FROM events WHERE id = ?", [event_id])
+        c.execute(
+            "INSERT INTO events (id, created_at, kind, model_id, metric, attribute, old, new, "
+            "confirmed, direction, evaluation, axes, decision_config, axes_before) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::JSON, ?, ?::JSON)",
+            [event_id, pd.Timestamp(f["created_at"]), f["event_kind"], f["model_id"],
+             f["metric"], f["attribute"], f["old"], f["new"], f["confirmed"], f["direction"],
+             f["evaluation"], to_json(f["axes"]), f["decision_config"],
+             to_json(f["axes_before"])],
+        )  # fmt: skip
+
+    def _upsert_axis(self, f: dict[str, Any]) -> None:
+        c = self._conn
+        key = [f["axis"], f["model_id"], f["position"]]
+        old = c.execute(
+            "SELECT computed_at FROM fleet_axis_keys WHERE axis = ? AND model_id = ? "
+            "AND position = ?", key,
+        ).fetchone()  # fmt: skip
+        if old is not None:
+            c.execute(
+                "DELETE FROM axis_results WHERE axis = ? AND model_id = ? AND computed_at = ?",
+                [f["axis"], f["model_id"], old[0]],
+            )
+        at = pd.Timestamp(f["computed_at"])
+        c.execute("INSERT OR REPLACE INTO fleet_axis_keys VALUES (?, ?, ?, ?)", [*key, at])
+        c.execute(
+            "INSERT INTO axis_results VALUES (?, ?, ?, ?, ?::JSON)",
+            [f["axis"], f["model_id"], at, f["cohort_n"], to_json(f["payload"])],
+        )
+
     def memory_mb(self) -> float:
         """What DuckDB accounts for (its buffer pool: data blocks, indexes), in MiB, read
         through a fresh cursor. Benchmarks call it on the ingest thread: a probe from another
@@ -718,6 +864,15 @@ class Store:
             r[0]
             for r in c.execute("SELECT DISTINCT model_id FROM discharges ORDER BY 1").fetchall()
         ]
+
+    def models_with_results(self, cursor: duckdb.DuckDBPyConnection | None = None) -> list[str]:
+        """Models with records or results here (a fleet view's file has results only)."""
+        c = cursor or self._conn
+        rows = c.execute(
+            "SELECT model_id FROM discharges UNION SELECT model_id FROM window_results "
+            "UNION SELECT model_id FROM axis_results ORDER BY 1"
+        ).fetchall()
+        return [r[0] for r in rows]
 
     def counts(self, cursor: duckdb.DuckDBPyConnection | None = None) -> dict[str, int]:
         """Rows per table (a cursor from another thread than the writer's)."""
@@ -772,6 +927,8 @@ class Store:
              "tier", "confirmed_tier"],
             wr, json_columns={"result"},
         )  # fmt: skip
+        if self.outbox:
+            self._to_outbox([window_result_message(row) for row in wr])
         latest: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         for it in items:  # a cell evaluated twice in one batch keeps its last state
             cells = {(x.result.metric, x.result.attribute): x for x in it.cells}
@@ -803,6 +960,10 @@ class Store:
                 json_columns={"axes", "axes_before"},
             )  # fmt: skip
             self._next_event += len(events)
+            if self.outbox:
+                self._to_outbox(
+                    [event_message(at, e, self._decision_id) for at, e in events]
+                )
 
     def _insert_frame(
         self,
@@ -873,12 +1034,31 @@ class Store:
         payload: Any,
         at: pd.Timestamp,
         cursor: duckdb.DuckDBPyConnection | None = None,
+        position: int | None = None,
     ) -> None:
+        """One scheduled axis result; ``position``: the model's stream position (records
+        accepted) when the job read its cohort, the result's key on the results topic."""
         c = cursor or self._conn
-        c.execute(
-            "INSERT INTO axis_results VALUES (?, ?, ?, ?, ?::JSON)",
-            [axis, model_id, at, cohort_n, to_json(payload)],
-        )
+        payload_json = to_json(payload)
+        if not self.outbox or position is None:
+            c.execute(
+                "INSERT INTO axis_results VALUES (?, ?, ?, ?, ?::JSON)",
+                [axis, model_id, at, cohort_n, payload_json],
+            )
+            return
+        key, value = axis_result_message(axis, model_id, position, at, cohort_n, payload_json)
+        # the result and its outbox row in one transaction (this runs on a job's cursor)
+        c.execute("BEGIN TRANSACTION")
+        try:
+            c.execute(
+                "INSERT INTO axis_results VALUES (?, ?, ?, ?, ?::JSON)",
+                [axis, model_id, at, cohort_n, payload_json],
+            )
+            c.execute("INSERT INTO results_outbox (key, value) VALUES (?, ?)", [key, value])
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
 
     def latest_axis_results(
         self, axis: str, cursor: duckdb.DuckDBPyConnection | None = None

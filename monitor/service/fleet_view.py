@@ -1,0 +1,175 @@
+"""`vfr-monitor view`: one view of every model of a fleet of service instances.
+
+Instances of one consumer group each own some partitions, so each serves only its own
+models. Each publishes what it stores to the compacted results topic
+(:mod:`monitor.stream.results_messages`); the view reads that topic into a DuckDB file of
+its own, with the service's tables, and serves the same API, status page and report
+from it, for all models. Keys make a recomputed result replace its twin, so a model that
+moved between instances appears once.
+
+What the view does not have: the records themselves (no ``discharges``: the report's time
+axis falls back to evaluation times, and rolling AUROC is not shown) and the live
+counters of /metrics, which stay with the instances (Prometheus scrapes those).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+from monitor import __version__
+from monitor.config import MonitorConfig
+from monitor.core.privacy import SMALL_CELL_LABEL, reportable, withhold
+from monitor.core.results import CellEvaluation
+from monitor.service.api import ApiServer, serve
+from monitor.service.exporter import Exporter
+from monitor.service.stored_views import stored_axes, stored_events, stored_windows
+from monitor.stream.results_messages import ResultMessage, parse_message
+from monitor.stream.store import Store
+
+log = logging.getLogger(__name__)
+
+_NO_RESULTS_YET = (
+    "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>vfr-monitor view"
+    "</title></head><body><h1>vfr-monitor view</h1><p>No results have arrived from the "
+    "fleet yet.</p></body></html>"
+)
+
+
+class FleetView:
+    """The view's file and its :class:`~monitor.service.api.StateView` answers."""
+
+    def __init__(self, config: MonitorConfig, db_path: str):
+        self.config = config
+        self.store = Store(db_path, config)
+        self.exporter = Exporter(
+            __version__, group_codes=[c for a in config.attributes for c in a.codes]
+        )
+        self.lock = threading.Lock()
+        #: messages applied (the status page is redrawn when it changes)
+        self.applied = 0
+        #: messages that were not results (counted, skipped; their content is not logged)
+        self.skipped = 0
+        self.caught_up = False
+        self._page: tuple[int, str] | None = None
+        self.api: ApiServer | None = None
+
+    # ------------------------------------------------------------------ input
+    def apply(self, batch: Sequence[tuple[bytes | None, bytes | None]]) -> None:
+        messages: list[ResultMessage] = []
+        for key, value in batch:
+            if key is None or value is None:
+                self.skipped += 1
+                continue
+            try:
+                messages.append(parse_message(key, value))
+            except (ValueError, KeyError, UnicodeDecodeError):
+                self.skipped += 1
+        if messages:
+            with self.lock:
+                self.store.apply_results(messages)
+                self.applied += len(messages)
+
+    def set_caught_up(self, caught_up: bool) -> None:
+        self.caught_up = caught_up
+
+    # ------------------------------------------------------------------ StateView
+    def ready(self) -> tuple[bool, str]:
+        return (True, "ok") if self.caught_up else (False, "reading the results topic")
+
+    def _latest(self) -> list[tuple[str, CellEvaluation]]:
+        cursor = self.store.cursor()
+        try:
+            rows = cursor.execute(
+                "SELECT model_id, result FROM window_results QUALIFY row_number() OVER "
+                "(PARTITION BY model_id, metric, attribute ORDER BY evaluation DESC) = 1 "
+                "ORDER BY model_id, metric, attribute"
+            ).fetchall()
+        finally:
+            cursor.close()
+        return [(m, CellEvaluation.from_dict(json.loads(r))) for m, r in rows]
+
+    def cells(self) -> list[dict]:
+        return [withhold(c.to_dict(), c.result.window_n) for _, c in self._latest()]
+
+    def events(self, limit: int, since_id: int | None) -> list[dict]:
+        return stored_events(self.store, limit, since_id)
+
+    def windows(
+        self, model: str, metric: str, attribute: str, limit: int, before: int | None = None
+    ) -> list[dict] | None:
+        rows = stored_windows(self.store, model, metric, attribute, limit, before)
+        return rows or None
+
+    def models(self) -> list[dict]:
+        """Each model's latest window size and evaluation time (no rolling AUROC: the view
+        has no records)."""
+        latest: dict[str, CellEvaluation] = {}
+        for m, c in self._latest():
+            if m not in latest or c.evaluation > latest[m].evaluation:
+                latest[m] = c
+        out = []
+        for m, c in sorted(latest.items()):
+            n = c.result.window_n
+            out.append({
+                "model_id": m,
+                "window_records": n if reportable(n) else SMALL_CELL_LABEL,
+                "rolling_auroc": None, "rolling_accuracy": None,
+                "last_evaluation_at": c.evaluated_at,
+            })  # fmt: skip
+        return out
+
+    def axes(self, axis: str, model: str | None, limit: int, offset: int) -> list[dict] | None:
+        return stored_axes(self.store, axis, model, limit, offset)
+
+    def status_page(self) -> str:
+        """The governance report of every model in the view (redrawn when results came)."""
+        from monitor.report.data import ReportInputError
+        from monitor.report.render import render_report
+
+        version = self.applied
+        if self._page is not None and self._page[0] == version:
+            return self._page[1]
+        cursor = self.store.cursor()
+        try:
+            page = render_report(cursor, config=self.config)
+        except ReportInputError:
+            page = _NO_RESULTS_YET
+        finally:
+            cursor.close()
+        self._page = (version, page)
+        return page
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self, port: int) -> None:
+        svc = self.config.service
+        self.api = serve(self.exporter, self, host=svc.http_host, port=port,
+                         api_enabled=svc.api_enabled)  # fmt: skip
+
+    def close(self) -> None:
+        if self.api is not None:
+            self.api.close()
+        self.store.close()
+
+
+def idle_stopper(view: FleetView, until_idle_s: float | None) -> tuple[threading.Event, object]:
+    """A stop event, and the ``on_idle`` callback that sets it once the view has caught up
+    and nothing new came for ``until_idle_s`` (None: never)."""
+    stop = threading.Event()
+    state = {"since": None, "applied": -1}
+
+    def on_idle(caught_up: bool) -> None:
+        view.set_caught_up(caught_up)
+        if until_idle_s is None or not caught_up:
+            state["since"] = None
+            return
+        now = time.monotonic()
+        if state["since"] is None or state["applied"] != view.applied:
+            state["since"], state["applied"] = now, view.applied
+        elif now - state["since"] >= until_idle_s:
+            stop.set()
+
+    return stop, on_idle

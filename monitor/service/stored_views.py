@@ -1,0 +1,63 @@
+"""API answers read from a results file, shared by the service and the fleet view.
+
+Both serve the same routes from a DuckDB file with the same tables (the service's own
+file; the view's file filled from the results topic), under the same small-cell rule:
+an answer computed from fewer than 11 records shows ``<11`` in place of its figures.
+"""
+
+from __future__ import annotations
+
+from monitor.core.privacy import (
+    CELL_IDENTITY,
+    EVENT_IDENTITY,
+    SMALL_CELL_LABEL,
+    reportable,
+    withhold,
+)
+from monitor.stream.store import Store
+
+
+def stored_events(store: Store, limit: int, since_id: int | None) -> list[dict]:
+    """Latest events; one from an evaluation of fewer than 11 window records shows ``<11``
+    in place of its verdicts, tiers and axes."""
+    cursor = store.cursor()
+    try:
+        rows = store.events_since(limit, since_id, cursor=cursor)
+        sizes = store.evaluation_window_sizes(rows, cursor=cursor)
+    finally:
+        cursor.close()
+    return [withhold(r, sizes.get((r["model_id"], r["evaluation"])), EVENT_IDENTITY) for r in rows]
+
+
+def stored_windows(
+    store: Store, model: str, metric: str, attribute: str, limit: int, before: int | None
+) -> list[dict]:
+    """A cell's evaluations, newest first; small windows withheld."""
+    cursor = store.cursor()
+    try:
+        rows = store.window_history(model, metric, attribute, limit, cursor=cursor, before=before)
+    finally:
+        cursor.close()
+    keep = frozenset({"evaluation", "evaluated_at", "seed"}) | CELL_IDENTITY
+    return [withhold(r, r.get("window_n"), keep) for r in rows]
+
+
+def stored_axes(
+    store: Store, axis: str, model: str | None, limit: int, offset: int
+) -> list[dict] | None:
+    """Stored results of one scheduled axis, newest first; None for an unknown model.
+
+    A result computed on a cohort of fewer than 11 records shows "<11" for its size and
+    no payload. (MPPD pair counts below 11 are already "<11" in the payload.)
+    """
+    cursor = store.cursor()
+    try:
+        rows = store.axis_history(axis, model, limit, offset, cursor=cursor)
+        if model is not None and not rows and model not in store.models_with_results(cursor):
+            return None
+    finally:
+        cursor.close()
+    for row in rows:
+        if not reportable(row["cohort_n"]):
+            row["cohort_n"], row["payload"] = SMALL_CELL_LABEL, None
+    return rows
