@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 def ensure_results_topic(cfg: KafkaConfig, topic: str, partitions: int) -> bool:
     """Create the compacted results topic unless it exists; True if created."""
     kafka = _kafka()
-    admin = kafka.KafkaAdminClient(**cfg.client_kwargs(), client_id="vfr-monitor-admin")
+    admin = kafka.KafkaAdminClient(**cfg.client_kwargs())
     try:
         try:
             admin.create_topics({topic: {

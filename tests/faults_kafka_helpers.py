@@ -31,10 +31,10 @@ VFR = Path(sys.executable).with_name("vfr-monitor")
 class ServiceProcess:
     """`vfr-monitor run` in a subprocess; its output is read by a thread into ``lines``."""
 
-    def __init__(self, cfg: Path, db: Path, *extra: str):
+    def __init__(self, cfg: Path, db: Path, *extra: str, command: str = "run"):
         env = {k: v for k, v in os.environ.items() if not k.startswith("VFR_KAFKA")}
         self.proc = subprocess.Popen(
-            [str(VFR), "run", "--config", str(cfg), "--db", str(db), "--port", "0", *extra],
+            [str(VFR), command, "--config", str(cfg), "--db", str(db), "--port", "0", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
         )  # fmt: skip
         self.lines: list[tuple[float, str]] = []

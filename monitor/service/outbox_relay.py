@@ -55,7 +55,7 @@ class OutboxRelay:
                 if not rows:
                     return sent
                 self.publisher.publish([(k, v) for _, k, v in rows])
-                self.store.outbox_done(rows[-1][0], cursor)
+                self.store.outbox_done([i for i, _, _ in rows], cursor)
                 sent += len(rows)
                 self.published += len(rows)
         finally:

@@ -748,9 +748,15 @@ class Store:
             "SELECT id, key, value FROM results_outbox ORDER BY id LIMIT ?", [limit]
         ).fetchall()
 
-    def outbox_done(self, last_id: int, cursor: duckdb.DuckDBPyConnection) -> None:
-        """Forget what the broker has acknowledged (ids up to ``last_id``)."""
-        cursor.execute("DELETE FROM results_outbox WHERE id <= ?", [last_id])
+    def outbox_done(self, ids: Sequence[int], cursor: duckdb.DuckDBPyConnection) -> None:
+        """Forget what the broker has acknowledged: exactly these ids. Not "every id up to
+        the last one": ids are drawn when rows are inserted, not when they commit, so an
+        ingest transaction committing meanwhile can add lower ids that were never read."""
+        if ids:
+            cursor.execute(
+                "DELETE FROM results_outbox WHERE id IN (SELECT unnest(?::BIGINT[]))",
+                [list(ids)],
+            )
 
     # ------------------------------------------------------------------ the fleet view's file
     def apply_results(self, messages: Sequence[ResultMessage]) -> None:
