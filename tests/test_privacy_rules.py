@@ -160,6 +160,35 @@ def test_model_id_with_a_space_is_dead_lettered_and_never_exported(tmp_path):
         svc.close()
 
 
+def test_one_failing_metrics_update_is_counted_and_the_other_models_still_export(tmp_path):
+    """Finding 2: _after_batch applies each item on its own. The rolling-health update of
+    one model is made to fail (a fault that valid input cannot cause, so it is injected):
+    the failure is counted in vfr_observer_failures_total and the other model's health and
+    evaluation counts are still published from the same batch."""
+    cfg = _cfg(service={"unknown_models": "admit"}, window={"hop_records": 20})
+    svc = MonitorService(cfg, db_path=str(tmp_path / "s.duckdb"), http_port=0,
+                         start_scheduler=False, clock=lambda: CLOCK)  # fmt: skip
+    real = svc._health
+
+    def health(model, *args):
+        if model == "m1":
+            raise RuntimeError("injected")
+        real(model, *args)
+
+    svc._health = health  # type: ignore[method-assign]
+    try:
+        recs = [{**GOOD, "record_id": f"{m}-{i}", "model_id": m, "sex": str(i % 2),
+                 "label": i % 2} for m in ("m1", "m2") for i in range(40)]  # fmt: skip
+        _send(svc.pipeline, recs)
+        text = svc.exporter.render().decode()
+        assert _sample(text, "vfr_observer_failures_total") == 1
+        assert "m2" in svc.health and "m1" not in svc.health
+        assert _sample(text, "vfr_evaluations_total", model="m1") == 2  # other items went on
+        assert _sample(text, "vfr_evaluations_total", model="m2") == 2
+    finally:
+        svc.close()
+
+
 # -------------------------------------------- 3. small cells withheld everywhere
 def test_api_withholds_cells_windows_and_events_of_small_windows(tmp_path):
     cfg = _cfg(window={"hop_records": 5}, confirm_windows=1)
@@ -329,10 +358,17 @@ def test_store_migrates_a_v4_file_and_keeps_comparing(tmp_path):
 # -------------------------------------------- 5. dead letters not duplicated
 def test_a_redelivered_dead_letter_is_stored_once(tmp_path):
     pipe, store = _pipe(tmp_path, _cfg())
+    reports = []
+    pipe.on_batch = reports.append
     batch = [b"{not json", json.dumps({**GOOD, "score": 2}).encode(), json.dumps(GOOD).encode()]
     for _ in range(3):  # the same offsets three times
         _send(pipe, None, raw=batch)
     assert sorted(r[0] for r in _dead(store)) == ["invalid_json", "out_of_range:score"]
+    # ... and counted once: the rejection counters (vfr_ingest_rejected_total) follow the
+    # stored dead letters, not the deliveries
+    assert [r.rejected for r in reports] == [
+        {"invalid_json": 1, "out_of_range:score": 1}, {}, {}
+    ]
     # another payload at a used position (a different replayed file) is a new dead letter
     _send(pipe, None, raw=[b"{other"])
     assert len(_dead(store)) == 3

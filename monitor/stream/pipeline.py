@@ -431,8 +431,6 @@ class Pipeline:
             if batch is None:
                 stats.per_message_batches += 1
                 batch = self._per_message(payloads, origins, now)
-            for d in batch.dead:
-                report.rejected[d.reason] = report.rejected.get(d.reason, 0) + 1
             self._note_partitions(batch.rows, batch.positions, origins)
             try:
                 commit = contextlib.ExitStack()
@@ -443,6 +441,8 @@ class Pipeline:
                         self._partition_changes = {}
                         outcome = self.store.ingest_table(batch.rows, batch.dead, now)
                         report.accepted, report.duplicates = outcome.inserted, outcome.duplicates
+                        # what was dead-lettered now: a redelivered letter is not counted again
+                        report.rejected = dict(outcome.rejected)
                         if outcome.conflicts is not None and outcome.conflicts.any():
                             conflicting = []
                             for i in batch.positions[outcome.conflicts]:
@@ -450,8 +450,10 @@ class Pipeline:
                                 conflicting.append(DeadLetter(
                                     "conflicting_duplicate", payloads[i], o.topic, o.partition,
                                     o.offset))  # fmt: skip
-                            self.store.write_dead_letters(conflicting, now)
-                            report.rejected["conflicting_duplicate"] = len(conflicting)
+                            for reason, k in self.store.write_dead_letters(
+                                conflicting, now
+                            ).items():
+                                report.rejected[reason] = report.rejected.get(reason, 0) + k
                     with stats.stage("window"):
                         # new rows in batch order: their sequence numbers ascend
                         mask = outcome.new_mask

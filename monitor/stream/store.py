@@ -20,7 +20,7 @@ import os
 import secrets
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +170,8 @@ class IngestOutcome:
     #: per valid row: same (model_id, record_id) as a stored (or earlier) record, other
     #: content; the stored record is kept and the caller dead-letters this one
     conflicts: np.ndarray | None = None
+    #: dead letters stored now, by reason (a redelivered one is not stored or counted again)
+    rejected: dict[str, int] = field(default_factory=dict)
 
 
 #: Environment variable holding the dead-letter HMAC key (hex) when the config has none.
@@ -569,7 +571,9 @@ class Store:
         stored = self.write_dead_letters(dead, received_at)
         inserted = int(new_mask.sum())
         dup = n - inserted - int(conflicts.sum())
-        return IngestOutcome(inserted, dup, stored, new_mask, seq, conflicts)
+        return IngestOutcome(
+            inserted, dup, sum(stored.values()), new_mask, seq, conflicts, rejected=stored
+        )
 
     def rows_table_from_frame(self, valid: pd.DataFrame) -> pa.Table:
         """The batch's valid rows as an Arrow table (DuckDB scans its columns as they are,
@@ -601,8 +605,11 @@ class Store:
             }
         )
 
-    def write_dead_letters(self, dead: Sequence[DeadLetter], received_at: pd.Timestamp) -> int:
-        """Dead letters, inside the caller's transaction; returns how many were stored.
+    def write_dead_letters(
+        self, dead: Sequence[DeadLetter], received_at: pd.Timestamp
+    ) -> dict[str, int]:
+        """Dead letters, inside the caller's transaction; returns how many were stored, by
+        reason (what the rejection counters count: a redelivery is not rejected twice).
 
         A dead letter is keyed on its source position and payload hash: a redelivery
         (same topic, partition, offset and payload) is not stored again. Letters without
@@ -610,7 +617,7 @@ class Store:
         ``[service] keep_rejected_payloads``; otherwise only its HMAC-SHA256.
         """
         if not dead:
-            return 0
+            return {}
         keep = self.config.service.keep_rejected_payloads
         frame = pd.DataFrame(
             {
@@ -641,7 +648,7 @@ class Store:
             frame = frame.drop(columns="i")
         frame = frame[fresh].reset_index(drop=True)
         if not len(frame):
-            return 0
+            return {}
         frame.insert(0, "id", np.arange(self._next_dead, self._next_dead + len(frame)))
         self._conn.register("_dead", frame)
         self._conn.execute(
@@ -650,7 +657,7 @@ class Store:
         )
         self._conn.unregister("_dead")
         self._next_dead += len(frame)
-        return len(frame)
+        return {str(k): int(v) for k, v in frame["reason"].value_counts(sort=False).items()}
 
 
     # ------------------------------------------------------------------ reads for windows/axes
