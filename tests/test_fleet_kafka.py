@@ -269,6 +269,13 @@ def test_fleet_failover_and_a_joining_instance_give_the_single_instance_results(
     finally:
         got.close()
         ref.close()
+    # the governance report of the fleet, from the view's file: a model that moved and one
+    # the joining member took over (two, as each model costs seconds of drawing)
+    from monitor.report.render import render_report
+
+    shown = [sorted(orphans)[0], report["final_owners"]["d"][0]]
+    page = render_report(tmp_path / "view.duckdb", config=cfg, models=shown)
+    assert all(f"Model {m}" in page for m in shown)
     # bound: the session timeout plus the rebuild of the moved partitions (replaying at
     # most the whole stream so far), with room for a loaded 2-core machine
     for p in report["failover_s"].values():
