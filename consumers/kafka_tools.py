@@ -87,16 +87,33 @@ def ensure_topic(
     benchmarks, the demo's local broker) must pass the service's retention check
     (:mod:`consumers.retention`); None leaves the broker's default (7 days).
     """
+    configs = {} if retention_ms is None else {"retention.ms": str(retention_ms)}
+    return create_topic(
+        {"bootstrap_servers": bootstrap, "client_id": "vfr-monitor-admin"}, topic, partitions,
+        replication_factor=replication_factor, configs=configs,
+    )  # fmt: skip
+
+
+def create_topic(
+    client_kwargs: Mapping[str, Any],
+    topic: str,
+    partitions: int,
+    *,
+    replication_factor: int = 1,
+    configs: Mapping[str, str] | None = None,
+) -> bool:
+    """Create ``topic`` with ``configs`` unless it exists; wait for its leaders; True if
+    created. ``client_kwargs``: connection settings (e.g. ``KafkaConfig.client_kwargs()``)."""
     kafka = _kafka()
-    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, client_id="vfr-monitor-admin")
+    admin = kafka.KafkaAdminClient(**client_kwargs)
     try:
         created = True
         try:
             spec: dict[str, Any] = {
                 "num_partitions": partitions, "replication_factor": replication_factor
             }  # fmt: skip
-            if retention_ms is not None:
-                spec["configs"] = {"retention.ms": str(retention_ms)}
+            if configs:
+                spec["configs"] = dict(configs)
             admin.create_topics({topic: spec})
         except kafka.errors.TopicAlreadyExistsError:
             created = False

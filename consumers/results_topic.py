@@ -19,26 +19,16 @@ from typing import Any
 
 from consumers.config import KafkaConfig
 from consumers.kafka_source import _kafka, open_consumer
+from consumers.kafka_tools import create_topic
 
 log = logging.getLogger(__name__)
 
 
 def ensure_results_topic(cfg: KafkaConfig, topic: str, partitions: int) -> bool:
     """Create the compacted results topic unless it exists; True if created."""
-    kafka = _kafka()
-    admin = kafka.KafkaAdminClient(**cfg.client_kwargs())
-    try:
-        try:
-            admin.create_topics({topic: {
-                "num_partitions": partitions, "replication_factor": 1,
-                "configs": {"cleanup.policy": "compact"}}})  # fmt: skip
-            created = True
-        except kafka.errors.TopicAlreadyExistsError:
-            created = False
-        admin.wait_for_topics([topic], timeout_ms=30_000)
-        return created
-    finally:
-        admin.close()
+    return create_topic(
+        cfg.client_kwargs(), topic, partitions, configs={"cleanup.policy": "compact"}
+    )
 
 
 class ResultsPublisher:

@@ -38,7 +38,12 @@ from monitor.service.api import ApiServer, HttpLimits, serve
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
 from monitor.service.outbox_relay import OutboxRelay
 from monitor.service.scheduler import AxisScheduler, JobOutcome, JobSpec
-from monitor.service.stored_views import stored_axes, stored_events, stored_windows
+from monitor.service.stored_views import (
+    stored_axes,
+    stored_events,
+    stored_report,
+    stored_windows,
+)
 from monitor.service.web_config import load_web_config
 from monitor.stream.pipeline import BatchReport, Pipeline
 from monitor.stream.store import Store
@@ -352,22 +357,13 @@ class MonitorService:
         kept until the next evaluation or for ``STATUS_PAGE_MAX_AGE_S``, whichever is
         first: a page takes seconds to draw, a scrape of ``/`` must not cost that each time.
         """
-        from monitor.report.data import ReportInputError
-        from monitor.report.render import render_report
-
         with self.pipeline.lock:
             version = sum(self.pipeline.evaluations.values())
         now = self.clock()
         cached = self._status_page
         if cached is not None and cached[0] == version and now - cached[1] < STATUS_PAGE_MAX_AGE_S:
             return cached[2]
-        cursor = self.store.cursor()
-        try:
-            page = render_report(cursor, config=self.config)
-        except ReportInputError:
-            page = _NO_REPORT_YET
-        finally:
-            cursor.close()
+        page = stored_report(self.store, self.config, _NO_REPORT_YET)
         self._status_page = (version, now, page)
         return page
 

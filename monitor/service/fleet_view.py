@@ -26,7 +26,12 @@ from monitor.core.privacy import SMALL_CELL_LABEL, reportable, withhold
 from monitor.core.results import CellEvaluation
 from monitor.service.api import ApiServer, serve
 from monitor.service.exporter import Exporter
-from monitor.service.stored_views import stored_axes, stored_events, stored_windows
+from monitor.service.stored_views import (
+    stored_axes,
+    stored_events,
+    stored_report,
+    stored_windows,
+)
 from monitor.stream.results_messages import ResultMessage, parse_message
 from monitor.stream.store import Store
 
@@ -127,19 +132,10 @@ class FleetView:
 
     def status_page(self) -> str:
         """The governance report of every model in the view (redrawn when results came)."""
-        from monitor.report.data import ReportInputError
-        from monitor.report.render import render_report
-
         version = self.applied
         if self._page is not None and self._page[0] == version:
             return self._page[1]
-        cursor = self.store.cursor()
-        try:
-            page = render_report(cursor, config=self.config)
-        except ReportInputError:
-            page = _NO_RESULTS_YET
-        finally:
-            cursor.close()
+        page = stored_report(self.store, self.config, _NO_RESULTS_YET)
         self._page = (version, page)
         return page
 

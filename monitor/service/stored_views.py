@@ -7,6 +7,7 @@ an answer computed from fewer than 11 records shows ``<11`` in place of its figu
 
 from __future__ import annotations
 
+from monitor.config import MonitorConfig
 from monitor.core.privacy import (
     CELL_IDENTITY,
     EVENT_IDENTITY,
@@ -61,3 +62,18 @@ def stored_axes(
         if not reportable(row["cohort_n"]):
             row["cohort_n"], row["payload"] = SMALL_CELL_LABEL, None
     return rows
+
+
+def stored_report(store: Store, config: MonitorConfig, empty_page: str) -> str:
+    """The governance report of the file (``empty_page`` while it has no evaluated cell),
+    read through a cursor of the owner's connection."""
+    from monitor.report.data import ReportInputError
+    from monitor.report.render import render_report
+
+    cursor = store.cursor()
+    try:
+        return render_report(cursor, config=config)
+    except ReportInputError:
+        return empty_page
+    finally:
+        cursor.close()
