@@ -153,19 +153,28 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _service_config(args: argparse.Namespace) -> tuple[Any, Any]:
+    """Log lines on, the config loaded, its Kafka settings with secrets from the environment:
+    the start of every long-running command."""
     import logging
-    import signal
-    import threading
 
-    from consumers.config import embedded_config, kafka_config_with_env
-    from monitor.service.app import MonitorService, run_until_stopped
+    from consumers.config import kafka_config_with_env
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     config = load_config(args.config)
-    kafka_cfg = kafka_config_with_env(config.kafka)
+    return config, kafka_config_with_env(config.kafka)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from consumers.config import embedded_config
+    from monitor.service.app import MonitorService, run_until_stopped
+
+    config, kafka_cfg = _service_config(args)
     emb = embedded_config({**config.embedded, **({"path": args.input} if args.input else {})})
     if args.rate is not None:
         emb = emb.model_copy(update={"rate": args.rate})
@@ -223,18 +232,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_view(args: argparse.Namespace) -> int:
-    import logging
     import signal
 
-    from consumers.config import kafka_config_with_env
     from consumers.results_topic import read_results
     from monitor.service.fleet_view import FleetView, idle_stopper
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    config = load_config(args.config)
-    kafka_cfg = kafka_config_with_env(config.kafka)
+    config, kafka_cfg = _service_config(args)
     if kafka_cfg is None:
         raise ConfigError("kafka.bootstrap_servers", "the view reads the fleet's results topic")
     if kafka_cfg.results_topic is None:
