@@ -185,3 +185,14 @@ def test_a_row_committed_while_the_relay_publishes_is_not_forgotten(tmp_path):
     relay_cur.close()
     job_cur.close()
     store.close()
+
+
+def test_view_without_a_results_topic_names_the_setting(tmp_path, capsys):
+    from monitor.cli import main
+
+    assert main(["view", "--db", str(tmp_path / "v.duckdb")]) == 2
+    assert "kafka.bootstrap_servers" in capsys.readouterr().err
+    cfg = tmp_path / "k.toml"
+    cfg.write_text('[kafka]\nbootstrap_servers = "127.0.0.1:9"\n')
+    assert main(["view", "--config", str(cfg), "--db", str(tmp_path / "v.duckdb")]) == 2
+    assert "kafka.results_topic" in capsys.readouterr().err
