@@ -10,6 +10,7 @@ text (``- alert: Name`` starts a rule), which is enough for the file's own layou
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -20,6 +21,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PROM = ROOT / "deploy" / "prometheus"
 PROM_CONFIG = PROM / "prometheus.yml"
+#: Several instances through file-based service discovery (issue 15).
+FLEET_CONFIG = PROM / "prometheus-fleet.yml"
+FLEET_TARGETS = PROM / "targets" / "vfr-instances.json"
 RULE_FILES = sorted((PROM / "rules").glob("*.yml"))
 ALERT_FILE = PROM / "rules" / "vfr_alerts.yml"
 TEST_FILES = sorted((PROM / "tests").glob("*.yml"))
@@ -106,7 +110,7 @@ def _tested_alert_names() -> set[str]:
 
 
 def test_files_exist():
-    assert PROM_CONFIG.is_file()
+    assert PROM_CONFIG.is_file() and FLEET_CONFIG.is_file() and FLEET_TARGETS.is_file()
     assert ALERT_FILE in RULE_FILES and len(RULE_FILES) >= 2
     assert TEST_FILES, "no promtool unit tests in deploy/prometheus/tests"
     assert AM_CONFIG.is_file()
@@ -115,6 +119,22 @@ def test_files_exist():
 def test_prometheus_config_valid():
     """The config and the rule files it names (relative paths resolve)."""
     _run(_tool("promtool", "prometheus"), "check", "config", PROM_CONFIG)
+
+
+def test_fleet_config_valid():
+    """The file-SD config, its rule files and its targets files (promtool reads them)."""
+    _run(_tool("promtool", "prometheus"), "check", "config", FLEET_CONFIG)
+
+
+def test_fleet_example_lists_three_instances_of_the_one_job():
+    groups = json.loads(FLEET_TARGETS.read_text(encoding="utf-8"))
+    targets = [t for g in groups for t in g["targets"]]
+    assert len(targets) == 3 and len(set(targets)) == 3, targets
+    text = FLEET_CONFIG.read_text(encoding="utf-8")
+    assert re.search(r"^\s*- job_name: vfr-monitor$", text, re.M)  # the rules select it
+    assert re.search(r"^\s*- targets/vfr-\*\.json$", text, re.M)
+    # one static list, Alertmanager's: the instances come from file SD only
+    assert text.count("static_configs:") == 1 and "file_sd_configs:" in text
 
 
 @pytest.mark.parametrize("rule_file", RULE_FILES, ids=lambda p: p.name)
