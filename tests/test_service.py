@@ -134,6 +134,11 @@ def test_restart_restores_cells_for_the_api(tmp_path):
             return (c["metric"], c["attribute"])
 
         assert sorted(again.cells(), key=key) == sorted(before, key=key) and len(before) == 28
+        # the last evaluation time survives too (VFRMonitorStale must see an idle model)
+        text = again.exporter.render().decode()
+        stamps = [ln for ln in text.splitlines()
+                  if ln.startswith("vfr_last_evaluation_timestamp_seconds{")]  # fmt: skip
+        assert stamps and all(float(ln.rsplit(" ", 1)[1]) > 1.7e9 for ln in stamps)
     finally:
         again.close()
 

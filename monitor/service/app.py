@@ -120,6 +120,9 @@ class MonitorService:
         self.last_ingest = clock()
         # a restart must not count the restored windows' old events again
         self._old_events_seen = {m: w.old_events for m, w in self.pipeline.windows.items()}
+        # and keeps each model's last evaluation time (VFRMonitorStale reads it): a model
+        # restored from the file with no new records must still look stale when it is
+        self._last_evaluation = self.store.last_evaluation_times()
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:

@@ -887,6 +887,13 @@ class Store:
         ).fetchall()
         return [r[0] for r in rows]
 
+    def last_evaluation_times(self) -> dict[str, float]:
+        """Each model's latest stored evaluation time, Unix seconds."""
+        rows = self._conn.execute(
+            "SELECT model_id, epoch(max(evaluated_at)) FROM window_results GROUP BY 1"
+        ).fetchall()
+        return {m: float(t) for m, t in rows}
+
     def counts(self, cursor: duckdb.DuckDBPyConnection | None = None) -> dict[str, int]:
         """Rows per table (a cursor from another thread than the writer's)."""
         c = cursor or self._conn
