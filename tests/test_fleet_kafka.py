@@ -265,7 +265,16 @@ def test_fleet_failover_and_a_joining_instance_give_the_single_instance_results(
         # Axis 2 and 3 on the final cohort, and each cell's tier from them
         got_axes, cache = _axes_of(got)
         assert got_axes == ref_axes
-        assert _final_tiers(got.window_results_frame(), cache, cfg) == ref_tiers
+        got_tiers = _final_tiers(got.window_results_frame(), cache, cfg)
+        assert got_tiers == ref_tiers
+        print("equal to the single run:", json.dumps({
+            "window_results": len(stream_results(got)),
+            "models": got.window_results_frame()["model_id"].nunique(),
+            "verdict_events": len(verdict_events(got)),
+            "axis_results": {a: len(v) for a, v in got_axes.items()},
+            "final_tiers": len(got_tiers),
+            "tiers_by_kind": pd.Series(list(got_tiers.values())).value_counts().to_dict(),
+        }))  # fmt: skip
     finally:
         got.close()
         ref.close()
