@@ -325,10 +325,10 @@ def test_broker_outage_not_ready_then_resumes_with_nothing_lost(own_broker, tmp_
 
 @pytest.fixture
 def small_fs(tmp_path):
-    """A 24 MB tmpfs of this test (mounted as root; unmounted afterwards)."""
+    """A 48 MB tmpfs of this test (mounted as root; unmounted afterwards)."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)], check=True)
     try:
         yield mnt
     finally:
@@ -336,13 +336,15 @@ def small_fs(tmp_path):
 
 
 def _fill(path: Path) -> None:
-    with open(path, "wb") as f:
-        try:
+    """Write zeros until the file system is full (it may be full already: then the file
+    cannot even be created, which is the same fault)."""
+    try:
+        with open(path, "wb") as f:
             while True:
                 f.write(b"\0" * 65536)
                 f.flush()
-        except OSError:
-            pass
+    except OSError:
+        pass
 
 
 def _committed(bootstrap: str, topic: str) -> int:
@@ -384,7 +386,7 @@ def test_sink_failures_make_readyz_fail_and_nothing_is_committed_unstored(
             assert _ingested(svc) == n_before  # nothing stored ...
             assert _committed(kafka_broker, topic) == n_before  # ... nothing committed
             assert svc.proc.poll() is None
-            (small_fs / "filler").unlink()
+            (small_fs / "filler").unlink(missing_ok=True)
             _wait(lambda: svc.get("/readyz")[0] == 200, 60, f"ready again ({fault})")
         _wait(lambda: _ingested(svc) >= 1200, 120, "the whole stream")
         _wait(lambda: _committed(kafka_broker, topic) == 1200, 30, "offsets committed")

@@ -105,16 +105,6 @@ NO_DATA = {
         "an embedded replay reports no consumer lag (EmbeddedSource.lag() is empty); "
         "tests/test_live_alerting.py covers the panel with a reported lag"
     ),
-    (
-        "vfr-ingestion.json",
-        "Evaluation staleness",
-        "vfr_last_evaluation_timestamp_seconds",
-        MOVED,
-    ): (
-        "the new owner exports vfr_last_evaluation_timestamp_seconds only after its first "
-        "evaluation (the time is kept in memory, not restored), and the moved model gets "
-        "no new records here; the old owner's series ended with the move"
-    ),
 }
 
 SERVICE_TOML = """
