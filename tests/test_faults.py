@@ -202,6 +202,60 @@ def test_the_model_position_migration_numbers_existing_rows_from_the_stored_coun
     assert store._scalar("SELECT max(model_pos) FROM discharges") == 360
 
 
+def test_the_v8_migration_drops_the_discharge_indexes_and_deduplication_stays_exact(tmp_path):
+    """A v7 file (discharges with PRIMARY KEY (seq) and UNIQUE (model_id, record_id), the
+    ART indexes v8 drops) keeps every row and its order; afterwards a redelivery is still
+    a duplicate and a changed redelivery still a conflict, by the key set and the check
+    against the table, with no index behind them."""
+    import duckdb
+
+    path = tmp_path / "v7.duckdb"
+    payloads = _dated(300, old=0)
+    store = Store(path, WORKER)
+    pipe = Pipeline(WORKER, store)
+    _ingest(pipe, payloads, 0, 250)
+    pipe.flush()
+    before = store._conn.execute("SELECT * FROM discharges ORDER BY seq").df()
+    store.close()
+    with duckdb.connect(str(path)) as c:  # back to v7: the table with its two indexes
+        c.execute("CREATE TABLE d7 AS SELECT * FROM discharges")
+        c.execute("DROP TABLE discharges")
+        c.execute(
+            "CREATE TABLE discharges (seq BIGINT PRIMARY KEY, model_id VARCHAR NOT NULL, "
+            "record_id VARCHAR NOT NULL, event_time TIMESTAMPTZ NOT NULL, received_at "
+            "TIMESTAMPTZ NOT NULL, hospital_id VARCHAR, score DOUBLE NOT NULL, label TINYINT "
+            "NOT NULL, decision TINYINT NOT NULL, attributes JSON NOT NULL, features JSON, "
+            "model_pos BIGINT, content_hash VARCHAR, UNIQUE (model_id, record_id))"
+        )
+        c.execute("INSERT INTO discharges SELECT * FROM d7 ORDER BY seq DESC")  # any order
+        c.execute("DROP TABLE d7")
+        c.execute("DELETE FROM schema_migrations WHERE version >= 8")
+        kinds = {k for (k,) in c.execute(
+            "SELECT constraint_type FROM duckdb_constraints() WHERE table_name = 'discharges'"
+        ).fetchall()}  # fmt: skip
+        assert {"PRIMARY KEY", "UNIQUE"} <= kinds  # what the migration must remove
+    store = Store(path, WORKER)
+    kinds = {k for (k,) in store._conn.execute(
+        "SELECT constraint_type FROM duckdb_constraints() WHERE table_name = 'discharges'"
+    ).fetchall()}  # fmt: skip
+    assert kinds == {"NOT NULL"}
+    after = store._conn.execute("SELECT * FROM discharges").df()  # stored in seq order
+    pd.testing.assert_frame_equal(after, before)
+    pipe = Pipeline(WORKER, store)
+    changed = json.loads(payloads[3])
+    changed["score"] = 1.0 - changed["score"]
+    batch = [*payloads[240:250], json.dumps(changed).encode(), *payloads[250:300]]
+    pipe.ingest_batch(batch, [Origin("t", 0, 1000 + j) for j in range(len(batch))])
+    pipe.flush()
+    assert store._scalar("SELECT count(*) FROM discharges") == 300
+    assert store._scalar("SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == 300
+    assert store._scalar(
+        "SELECT count(*) FROM dead_letters WHERE reason = 'conflicting_duplicate'"
+    ) == 1
+    assert list(store._conn.execute("SELECT seq FROM discharges ORDER BY seq").fetchnumpy()[
+        "seq"]) == list(range(1, 301))  # fmt: skip
+
+
 def test_a_time_window_restores_by_the_latest_event_time_not_the_last_arrival(tmp_path):
     cfg = config_from_mapping(
         {"window": {"kind": "time", "days": 10, "hop_records": 100, "hop_seconds": 0},

@@ -145,6 +145,25 @@ MIGRATIONS: list[list[str]] = [
             axis VARCHAR, model_id VARCHAR, position BIGINT, computed_at TIMESTAMPTZ,
             PRIMARY KEY (axis, model_id, position))""",
     ],
+    # v8 (ingest speed, memory): ``discharges`` without its PRIMARY KEY (seq) and UNIQUE
+    # (model_id, record_id) indexes. Deduplication never relied on them (an exact check,
+    # _KeyHashes, runs before every insert, and the one writer process assigns seq), while
+    # DuckDB maintained both ART indexes on every insert and commit (about 2.4 us a
+    # record on a 2-core machine) and kept them in memory: the index grew with every
+    # record stored, outside what the window and key set need. Rebuilt in seq order.
+    [
+        """CREATE TABLE discharges_v8 (
+            seq BIGINT NOT NULL, model_id VARCHAR NOT NULL, record_id VARCHAR NOT NULL,
+            event_time TIMESTAMPTZ NOT NULL, received_at TIMESTAMPTZ NOT NULL,
+            hospital_id VARCHAR, score DOUBLE NOT NULL, label TINYINT NOT NULL,
+            decision TINYINT NOT NULL, attributes JSON NOT NULL, features JSON,
+            model_pos BIGINT, content_hash VARCHAR)""",
+        """INSERT INTO discharges_v8 SELECT seq, model_id, record_id, event_time, received_at,
+            hospital_id, score, label, decision, attributes, features, model_pos, content_hash
+            FROM discharges ORDER BY seq""",
+        "DROP TABLE discharges",
+        "ALTER TABLE discharges_v8 RENAME TO discharges",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
