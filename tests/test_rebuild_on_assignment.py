@@ -15,6 +15,7 @@ import threading
 import uuid
 
 import pandas as pd
+import pytest
 
 from consumers.config import KafkaConfig
 from consumers.kafka_source import KafkaSource
@@ -132,4 +133,11 @@ def test_stored_through_offsets_only_move_forward_and_a_v5_file_gains_them(tmp_p
     with store.transaction():  # a replay of older messages never moves an offset back
         store.write_source_offsets([Origin("t", 0, 3), Origin("t", 1, 4)])
     assert store.source_offsets() == {("t", 0): 10, ("t", 1): 5}
+    with store.transaction():  # known partitions (one UPDATE) and a new one (an insert)
+        store.write_source_offsets([Origin("t", 1, 6), Origin("t", 2, 0), Origin("t", 0, 1)])
+    assert store.source_offsets() == {("t", 0): 10, ("t", 1): 7, ("t", 2): 1}
+    with pytest.raises(RuntimeError), store.transaction():  # rolled back: nothing moves
+        store.write_source_offsets([Origin("t", 3, 8), Origin("t", 1, 50)])
+        raise RuntimeError("rollback")
+    assert store.source_offsets() == {("t", 0): 10, ("t", 1): 7, ("t", 2): 1}
     store.close()
