@@ -81,6 +81,12 @@ groups = { F = "Female", M = "Male" }
             "printable",
         ),
         ({"window": {"kind": "sliding"}}, "window.kind", "'count' or 'time'"),
+        # spliced into a SET statement: only a size passes
+        (
+            {"service": {"duckdb_checkpoint_wal": "1GB'; DROP TABLE x; --"}},
+            "service.duckdb_checkpoint_wal",
+            "pattern",
+        ),
     ],
 )
 def test_bad_config_names_the_field(raw, field, fragment):
@@ -121,3 +127,17 @@ def test_cross_field_errors_name_the_field(raw, field):
     with pytest.raises(ConfigError) as info:
         config_from_mapping(raw)
     assert info.value.field == field, str(info.value)
+
+
+def test_the_store_applies_the_duckdb_settings(tmp_path):
+    from monitor.stream.store import Store
+
+    cfg = config_from_mapping(
+        {"service": {"duckdb_memory_limit": "300MB", "duckdb_checkpoint_wal": "64MB"}}
+    )
+    store = Store(tmp_path / "s.duckdb", cfg)
+    got = store._conn.execute(
+        "SELECT current_setting('memory_limit'), current_setting('checkpoint_threshold')"
+    ).fetchone()
+    store.close()
+    assert got == ("286.1 MiB", "61.0 MiB")  # DuckDB prints 300 MB and 64 MB in MiB
