@@ -8,6 +8,7 @@ the fast path with its baseline and agrees with it (same pairs, VFR within toler
 from __future__ import annotations
 
 import json
+import os
 
 from monitor.cli import main
 from tests.kafka_fixtures import kafka_broker  # noqa: F401
@@ -50,6 +51,10 @@ def test_bench_ingest_honours_the_config_and_can_leave_evaluations_out(
     assert out["events"] == 6000 and out["evaluations_enabled"] is True
     assert out["hop_records"] == 250
     assert out["evaluations"] == 12 * (500 // 250)  # 12 models x 500 records / hop 250
+    # the worker's Axis 1 CPU is counted in the CPU budget (it computed 24 evaluations)
+    assert out["worker_cpu_us"] > 0 and out["cores"] == os.cpu_count()
+    budget = (out["pipeline_cpu_us"] + out["worker_cpu_us"]) / out["cores"]
+    assert abs(out["cpu_ceiling_ratio"] - out["raw_us"] / budget) < 0.02 * out["cpu_ceiling_ratio"]
     out = _run(capsys, "ingest", *common, "--config", str(cfg), "--no-evaluations")
     assert out["evaluations_enabled"] is False and out["evaluations"] == 0
     assert out["ratio"] > 0
@@ -57,6 +62,9 @@ def test_bench_ingest_honours_the_config_and_can_leave_evaluations_out(
     for stage in ("decode_us", "validate_us", "store_us", "window_us", "commit_us"):
         assert out[stage] > 0 and out["cpu_per_record_us"][stage] >= 0
     assert out["per_message_batches"] == 0 and out["batches"] >= 12
+    # the same payloads through the pipeline without Kafka, and the serial bound
+    assert out["sink_alone_records"] == 6000 and out["sink_alone_us"] > 0
+    assert abs(out["serial_us"] - out["raw_us"] - out["sink_alone_us"]) < 0.02
 
 
 def test_bench_alerts_replays_a_small_demo_through_the_real_rules(capsys, tmp_path) -> None:

@@ -13,8 +13,11 @@ record, and the same as process CPU in ``cpu_per_record_us``) say where the time
 ``source_us`` is the rest of the pipeline's wall time per record (polls not overlapped
 with the sink, offset commits, lag reports, the final flush). ``raw_cpu_us`` and
 ``pipeline_cpu_us`` are this process's CPU per record in the two runs (the broker's
-and the evaluation worker's are not included): on a shared machine they move less
-with the neighbours' load than the wall-clock ratio does.
+is not included), ``worker_cpu_us`` the evaluation worker process's: on a shared machine
+they move less with the neighbours' load than the wall-clock ratio does.
+``cpu_ceiling_ratio`` is the ratio the pipeline's and worker's CPU would allow if it were
+spread perfectly over all cores: a target above it cannot be met by overlapping work,
+only by doing less of it.
 Without ``--bootstrap`` a local broker is started from deploy/kafka/kafka.sh and
 stopped afterwards.
 """
@@ -33,7 +36,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from consumers.base import Origin
 from consumers.config import KafkaConfig
+from consumers.encoding import encode_record
 from consumers.kafka_source import (
     KafkaSource,
 )
@@ -44,6 +49,7 @@ from consumers.kafka_tools import (
 )
 from monitor.bench.synthetic import synthetic_window, with_bench_models
 from monitor.config import MonitorConfig, StartupError, config_from_mapping
+from monitor.stream import eval_worker
 from monitor.stream.pipeline import Pipeline
 from monitor.stream.store import Store
 
@@ -116,6 +122,33 @@ class _CountingSink:
             self.duckdb_mb.append((self.seen, float(b) / 2**20))
 
 
+def _sink_alone(cfg: MonitorConfig, frame, max_batch: int, limit: int = 200_000) -> dict:
+    """The same pipeline fed the same payloads without Kafka: wall and CPU per record.
+
+    Why: ``raw_us + sink_alone_us`` is what the pipeline would take if reading and
+    ingesting never overlapped; the Kafka run's ``pipeline_us`` against it says how much
+    of the sink's work the prefetching poll thread actually hides (kafka-python decodes
+    records in Python, so the two threads share one GIL). The first ``limit`` records
+    only, in a fresh file, partitions keyed by model as the producer keys them.
+    """
+    records = frame.head(limit).to_dict("records")
+    payloads = [encode_record(r) for r in records]
+    parts = {m: i % 3 for i, m in enumerate(sorted({r["model_id"] for r in records}))}
+    origins = [Origin("sink-alone", parts[r["model_id"]], i) for i, r in enumerate(records)]
+    with tempfile.TemporaryDirectory() as d:
+        store = Store(Path(d) / "alone.duckdb", cfg)
+        pipeline = Pipeline(cfg, store)
+        t0, c0 = time.perf_counter(), time.process_time()
+        for s in range(0, len(payloads), max_batch):
+            pipeline.ingest_batch(payloads[s : s + max_batch], origins[s : s + max_batch])
+        pipeline.close()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        store.close()
+    n = max(len(payloads), 1)
+    return {"sink_alone_records": len(payloads), "sink_alone_us": round(wall / n * 1e6, 2),
+            "sink_alone_cpu_us": round(cpu / n * 1e6, 2)}  # fmt: skip
+
+
 def run_ingest_bench(
     events: int = 1_000_000,
     models: int = 12,
@@ -174,11 +207,13 @@ def run_ingest_bench(
         sampler = threading.Thread(target=sample, daemon=True)
         source = KafkaSource(kcfg, sink)
         sampler.start()
+        w0 = eval_worker.cpu_seconds()
         t0, c0 = time.perf_counter(), time.process_time()
         source.run(threading.Event(), max_messages=n)
         sink.pipeline.close()  # evaluations still in the worker are part of the work
         pipe_s = time.perf_counter() - t0
         pipe_cpu = time.process_time() - c0
+        worker_cpu = eval_worker.cpu_seconds() - w0
         stop.set()
         sampler.join()
         source.close()
@@ -188,6 +223,8 @@ def run_ingest_bench(
         )
         store.close()
     samples.append((n, _rss_mb()))
+    alone = _sink_alone(cfg, frame, max_batch)
+    serial_us = raw_s / n * 1e6 + alone["sink_alone_us"]
     stage_us = stats.per_record_us()
     first = [r for k, r in samples if k <= n / 4] or [samples[0][1]]
     last = [r for k, r in samples if k >= 3 * n / 4]
@@ -220,7 +257,20 @@ def run_ingest_bench(
         # process CPU per record (this process's threads; not the broker's, not the
         # evaluation worker's): steadier than wall time on a shared machine
         "raw_cpu_us": round(raw_cpu / n * 1e6, 2),
+        # reading and ingesting one after the other (no overlap), and how much of that the
+        # prefetching poll thread saved in the Kafka run
+        **alone,
+        "serial_us": round(serial_us, 2),
+        "overlap": round(1 - (pipe_s / n * 1e6) / serial_us, 3),
         "pipeline_cpu_us": round(pipe_cpu / n * 1e6, 2),
+        "worker_cpu_us": round(worker_cpu / n * 1e6, 2),
+        # the best ratio this much CPU allows: the pipeline's and the worker's CPU per
+        # record spread perfectly over every core (the broker's CPU and the GIL ignored,
+        # so an upper bound); a target above it needs less CPU, not better overlap
+        "cores": os.cpu_count(),
+        "cpu_ceiling_ratio": round(
+            (raw_s / n) / ((pipe_cpu + worker_cpu) / n / (os.cpu_count() or 1)), 3
+        ),
         "cpu_per_record_us": stats.per_record_us(cpu=True),
         "per_message_batches": stats.per_message_batches,
         "batches": stats.batches,
