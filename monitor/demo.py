@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
+import pandas as pd
 
 from monitor.config import ConfigError, MonitorConfig
 from monitor.core.events import CellEvent
@@ -72,6 +73,7 @@ def demo_config(
     opts: DemoOptions,
     features: tuple[str, ...],
     models: tuple[str, ...] = (),
+    oldest_event_time: pd.Timestamp | None = None,
 ) -> MonitorConfig:
     """The user's config with the demo's short cadence, attributes and EquiLense features.
 
@@ -79,6 +81,10 @@ def demo_config(
     (unknown models dead-lettered) stays in force; and it replays data whose event times
     are a fixed 2026 calendar or a replay clock, so it turns the wall-clock bounds off
     (``event_time_bounds = "none"``: only times every layer can hold are accepted).
+    For the same reason the discharge retention is stretched to cover the oldest replayed
+    event (``oldest_event_time``) plus 30 days: the retention job deletes by wall-clock
+    age, and on a replay of 2006 records (Texas-100X) it deleted whatever had arrived when
+    it first ran, so what the demo kept depended on timing.
     """
     data = base.model_dump()
     if attributes is not None:
@@ -94,6 +100,11 @@ def demo_config(
         "equilense_interval_s": 2.5 * opts.axes_interval_s,
         "early_run_min_interval_s": opts.axes_interval_s,
     }
+    if oldest_event_time is not None:
+        age_days = (pd.Timestamp.now(tz="UTC") - oldest_event_time).total_seconds() / 86_400
+        data["service"]["retention_discharge_days"] = max(
+            data["service"]["retention_discharge_days"], math.ceil(age_days) + 30
+        )
     data["equilense"] = {**data["equilense"], "features": list(features)}
     return MonitorConfig.model_validate(data)
 
@@ -209,6 +220,7 @@ def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout)
     cfg = demo_config(
         config, ds.attributes if ds is not None else None, opts, features,
         tuple(m.model_id for m in stream.models),
+        oldest_event_time=pd.to_datetime(stream.frame["event_time"], utc=True).min(),
     )  # fmt: skip
     for m in stream.models:
         print(

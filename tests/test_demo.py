@@ -23,7 +23,7 @@ from consumers.kafka_tools import (
 from monitor.cli import main
 from monitor.config import MonitorConfig
 from monitor.data.cohort import synth_cohort
-from monitor.demo import DemoOptions, run_demo
+from monitor.demo import DemoOptions, demo_config, run_demo
 from monitor.stream.schema import validate_records
 from tests.kafka_fixtures import kafka_broker  # noqa: F401
 
@@ -175,3 +175,17 @@ def test_produce_publishes_valid_records_to_kafka(kafka_broker: str) -> None:  #
     assert {v["model_id"] for v in values} == {"los-xgb-discharge", "los-xgb-admission"}
     checked = validate_records(values, MonitorConfig())
     assert checked.rejected == []
+
+
+def test_the_demo_keeps_replayed_history_from_wall_clock_retention() -> None:
+    """The retention job deletes by wall-clock age; a replay of 2006 records (Texas-100X)
+    lost whatever had arrived when the job first ran (a timing-dependent share). The demo's
+    discharge retention covers the oldest replayed event; recent data keeps the user's."""
+    opts = DemoOptions(dataset="texas100x", data=None, rate=None, axes_interval_s=1.0,
+                       out_dir="unused", live=False)  # fmt: skip
+    base = MonitorConfig()
+    old = demo_config(base, None, opts, (), oldest_event_time=pd.Timestamp("2006-01-01", tz="UTC"))
+    age = (pd.Timestamp.now(tz="UTC") - pd.Timestamp("2006-01-01", tz="UTC")).days
+    assert age < old.service.retention_discharge_days <= age + 32
+    recent = demo_config(base, None, opts, (), oldest_event_time=pd.Timestamp.now(tz="UTC"))
+    assert recent.service.retention_discharge_days == base.service.retention_discharge_days
