@@ -745,22 +745,27 @@ class Store:
                 after[key] = o.offset + 1
         if not after:
             return
-        rows = [(t, p, n) for (t, p), n in after.items()]
-        params = [v for row in rows for v in row]
-        values = ", ".join(["(?, ?, ?)"] * len(rows))
-        # One UPDATE of the partitions already known (the usual batch): a statement costs
-        # about a millisecond whatever its size, an executemany upsert one per partition.
-        (updated,) = self._conn.execute(
+        self._update_else_upsert(
+            [(t, p, n) for (t, p), n in after.items()],
             "UPDATE source_offsets AS s SET next_offset = greatest(s.next_offset, v.n) "
-            f"FROM (VALUES {values}) AS v(t, p, n) WHERE s.topic = v.t AND s.partition = v.p",
-            params,
-        ).fetchone()
-        if updated < len(rows):  # a partition seen for the first time
-            self._conn.execute(
-                f"INSERT INTO source_offsets VALUES {values} ON CONFLICT (topic, partition) "
-                "DO UPDATE SET next_offset = greatest(next_offset, excluded.next_offset)",
-                params,
-            )
+            "FROM (VALUES {values}) AS v(t, p, n) WHERE s.topic = v.t AND s.partition = v.p",
+            "INSERT INTO source_offsets VALUES {values} ON CONFLICT (topic, partition) "
+            "DO UPDATE SET next_offset = greatest(next_offset, excluded.next_offset)",
+        )
+
+    def _update_else_upsert(
+        self, rows: Sequence[tuple[Any, ...]], update: str, upsert: str
+    ) -> None:
+        """Write small keyed rows (unique keys) with one UPDATE of the rows already stored,
+        the usual case, and the upsert only when a key is new (fewer rows updated than
+        given). Why: a DuckDB statement costs about a millisecond whatever its size, an
+        upsert on a keyed table twice an UPDATE, and executemany one statement per row.
+        ``{values}`` in both statements becomes the rows' VALUES placeholders."""
+        values = ", ".join(["(" + ", ".join(["?"] * len(rows[0])) + ")"] * len(rows))
+        params = [v for row in rows for v in row]
+        (updated,) = self._conn.execute(update.format(values=values), params).fetchone()
+        if updated < len(rows):
+            self._conn.execute(upsert.format(values=values), params)
 
     def write_model_partitions(self, changed: dict[str, tuple[str, int]]) -> None:
         """Models whose source partition is new or changed, inside the caller's transaction."""
@@ -1054,22 +1059,15 @@ class Store:
         """
         if not rows:
             return
-        # a dozen rows: one VALUES statement costs less than a pandas frame scan; an UPDATE
-        # of the models already known costs half an INSERT OR REPLACE (the usual batch)
-        values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(rows))
-        params = [v for row in rows for v in row]
-        (updated,) = self._conn.execute(
+        # a dozen rows: one VALUES statement costs less than a pandas frame scan
+        self._update_else_upsert(
+            rows,
             "UPDATE model_state AS s SET records = v.r, evaluations = v.e, old_events = v.o, "
             "updated_at = v.a, evaluated_records = v.d "
-            f"FROM (VALUES {values}) AS v(m, r, e, o, a, d) WHERE s.model_id = v.m",
-            params,
-        ).fetchone()
-        if updated < len(rows):  # a model seen for the first time
-            self._conn.execute(
-                "INSERT OR REPLACE INTO model_state (model_id, records, evaluations, "
-                f"old_events, updated_at, evaluated_records) VALUES {values}",
-                params,
-            )
+            "FROM (VALUES {values}) AS v(m, r, e, o, a, d) WHERE s.model_id = v.m",
+            "INSERT OR REPLACE INTO model_state (model_id, records, evaluations, "
+            "old_events, updated_at, evaluated_records) VALUES {values}",
+        )
 
     def model_states(self) -> dict[str, dict[str, int | None]]:
         rows = self._conn.execute(
