@@ -234,14 +234,14 @@ def hospital_folds(
 
 
 # ----------------------------------------------------------------------------- count arrays
-def _label_decision_bin(
+def label_decision_bin(
     label: np.ndarray, decision: np.ndarray, bin_idx: np.ndarray, bins: int
 ) -> np.ndarray:
     """Flat index of the (label, decision, score bin) part of a cell; shared by all attributes."""
     return (label * 2 + decision) * bins + bin_idx
 
 
-def _count_arrays(
+def hospital_count_arrays(
     hosp: np.ndarray,
     group: np.ndarray,
     ldb: np.ndarray,
@@ -250,46 +250,19 @@ def _count_arrays(
     n_groups: int,
     bins: int,
 ) -> tuple[np.ndarray, np.ndarray]:
+    """Records and score sums per (hospital, group, label, decision, score bin).
+
+    Returns ``counts`` (H, G, 2, 2, B) int64 and ``score_sum`` (H, G, 2, 2, B)
+    float64, from one bincount over a combined index: no record is copied per
+    hospital. Every record must have a hospital (index >= 0); ``ldb`` is
+    :func:`label_decision_bin` of the records, computed once for all attributes.
+    """
     idx = (hosp * n_groups + group) * (4 * bins) + ldb
     size = n_hospitals * n_groups * 4 * bins
     shape = (n_hospitals, n_groups, 2, 2, bins)
     counts = np.bincount(idx, minlength=size).reshape(shape)
     score_sum = np.bincount(idx, weights=score, minlength=size).reshape(shape)
     return counts, score_sum
-
-
-def hospital_count_arrays(
-    hospital_idx: np.ndarray,
-    group_idx: np.ndarray,
-    label: np.ndarray,
-    decision: np.ndarray,
-    score: np.ndarray,
-    n_groups: int,
-    bins: int,
-    n_hospitals: int | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Records and score sums per (hospital, group, label, decision, score bin).
-
-    Returns ``counts`` (H, G, 2, 2, B) int64 and ``score_sum`` (H, G, 2, 2, B)
-    float64, from one bincount over a combined index: no record is copied per
-    hospital. Records with a negative hospital index (no id) are not counted.
-    ``n_hospitals`` defaults to the largest index + 1.
-    """
-    hosp = np.asarray(hospital_idx, dtype=np.int64)
-    g = np.asarray(group_idx, dtype=np.int64)
-    y = np.asarray(label, dtype=np.int64)
-    d = np.asarray(decision, dtype=np.int64)
-    s = np.asarray(score, dtype=np.float64)
-    _check_records(y, d, s, {"group": (g, n_groups)}, hosp.size)
-    keep = hosp >= 0
-    if not keep.all():
-        hosp, g, y, d, s = hosp[keep], g[keep], y[keep], d[keep], s[keep]
-    if n_hospitals is None:
-        n_hospitals = int(hosp.max()) + 1 if hosp.size else 0
-    if hosp.size and hosp.max() >= n_hospitals:
-        raise ValueError("hospital index out of range")
-    ldb = _label_decision_bin(y, d, score_bins(s, bins), bins)
-    return _count_arrays(hosp, g, ldb, s, n_hospitals, n_groups, bins)
 
 
 def fold_sums(per_hospital: np.ndarray, fold_of_hospital: np.ndarray, n_folds: int) -> np.ndarray:
@@ -538,7 +511,7 @@ def axis3(
     if not keep.all():  # drop records without a hospital id once, for every attribute
         hosp, y, d, s = hosp[keep], y[keep], d[keep], s[keep]
         g_all = {name: (g[keep], k) for name, (g, k) in g_all.items()}
-    ldb = _label_decision_bin(y, d, score_bins(s, bins), bins)
+    ldb = label_decision_bin(y, d, score_bins(s, bins), bins)
 
     F = folds.n_folds
     A = len(attributes)
@@ -547,7 +520,7 @@ def axis3(
     left_out: list[tuple[tuple[str, int], ...]] = []
     for i, a in enumerate(attributes):
         g, G = g_all[a.name]
-        counts, score_sum = _count_arrays(hosp, g, ldb, s, folds.n_hospitals, G, bins)
+        counts, score_sum = hospital_count_arrays(hosp, g, ldb, s, folds.n_hospitals, G, bins)
         f_counts = fold_sums(counts, folds.fold_of_hospital, F)
         f_scores = fold_sums(score_sum, folds.fold_of_hospital, F)
         vals, verds, support = fold_verdicts(f_counts, f_scores, rules, min_group_support)

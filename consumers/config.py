@@ -80,7 +80,6 @@ if TYPE_CHECKING:
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-Compression = Literal["gzip"]
 
 #: Environment variable -> KafkaConfig field (see the module docstring).
 KAFKA_ENV_VARS: dict[str, str] = {

@@ -465,9 +465,6 @@ class MonitorConfig(_Strict):
         window_days = self.window.days if self.window.kind == "time" else 0.0
         return max(self.service.cohort_days, window_days)
 
-    def model_registered(self, model_id: str) -> bool:
-        return any(m.id == model_id for m in self.models)
-
     def attribute(self, name: str) -> AttributeConfig:
         for a in self.attributes:
             if a.name == name:

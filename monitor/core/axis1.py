@@ -529,11 +529,6 @@ def _stack(items: Iterable[Tallies], with_bins: bool) -> Tallies:
     return Tallies(**{f: np.stack([getattr(t, f) for t in items]) for f in fields})
 
 
-def vfr_monte_carlo_sd(p: float, K: int) -> float:
-    """Standard deviation of an estimated pass share from K independent resamples."""
-    return math.sqrt(max(p * (1 - p), 0.0) / K)
-
-
 def run_axis1(
     tables: Mapping[tuple[str, str], CountTable],
     config: MonitorConfig,

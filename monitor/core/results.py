@@ -64,10 +64,6 @@ class CellEvaluation:
     def reliable_pass(self) -> bool | None:
         return None if self.reliable_verdict is None else self.reliable_verdict == "pass"
 
-    @property
-    def confirmed_tier_value(self) -> Tier | None:
-        return None if self.confirmed_tier is None else Tier(self.confirmed_tier)
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape stored in ``window_results.result`` and served by ``/api/cells``."""
         return {

@@ -338,20 +338,6 @@ def render_report(
     return render_data(data, compare)
 
 
-def render_audit_report(
-    path: str | Path,
-    *,
-    config: MonitorConfig | None = None,
-    models: list[str] | None = None,
-    compare: tuple[str, str] | None = None,
-) -> str:
-    """The same page from an offline audit directory (cells.json, mppd.json)."""
-    data = read_audit_dir(path, config, models=models)
-    if not data.models:
-        raise ReportInputError(f"{path}: the audit has no cells")
-    return render_data(data, compare)
-
-
 def report_file_name(
     model: str | None, period: tuple[datetime, datetime] | None, generated: datetime
 ) -> str:

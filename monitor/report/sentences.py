@@ -69,10 +69,6 @@ def fmt_n(n: float | None) -> str:
     return f"{int(n):,}"
 
 
-def fmt_value(x: float | None) -> str:
-    return "undefined" if x is None else f"{x:.2f}"
-
-
 def cell_label(metric: str, attribute: str) -> str:
     return f"{metric} by {attribute.replace('_', ' ')}"
 

@@ -112,7 +112,6 @@ TIERS = tuple(t.value for t in Tier)
 VERDICT_DIRECTIONS = frozenset({"pass_to_fail", "fail_to_pass"})
 JOB_STATES = ("success", "failure", "skipped")
 INGEST_STATES = ("accepted", "duplicate", "rejected")
-EVENT_KINDS = frozenset({"verdict_flip", "tier_change"})
 
 # An identifier: what configured ids, names and codes look like. No spaces, no
 # free text, short. Rejection reasons are "<kind>:<field>" codes from monitor.stream.schema.

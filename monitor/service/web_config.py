@@ -58,10 +58,6 @@ class WebConfig:
     #: user name -> bcrypt hash (bytes); repr hides the hashes
     users: dict[str, bytes] = field(default_factory=dict, repr=False)
 
-    @property
-    def auth_enabled(self) -> bool:
-        return bool(self.users)
-
 
 def _error(key: str, message: str) -> ConfigError:
     return ConfigError(f"{FIELD}.{key}" if key else FIELD, message)
