@@ -87,21 +87,25 @@ def fleiss_kappa_from_pass_counts(n_pass: np.ndarray, raters: int) -> tuple[floa
     return fleiss_kappa(np.column_stack([k, raters - k]))
 
 
+#: Landis and Koch (1977) bands of a kappa: (lower bound, name), ascending. A band holds
+#: its upper bound (0.40 is 'fair'); 'poor' is below 0, so 0 itself is 'slight'.
+LANDIS_KOCH = (
+    (-1.0, "poor"),
+    (0.0, "slight"),
+    (0.20, "fair"),
+    (0.40, "moderate"),
+    (0.60, "substantial"),
+    (0.80, "almost perfect"),
+)
+
+
 def landis_koch_band(kappa: float) -> str:
     """The Landis-Koch label of a kappa, with SPEC section 5's closed upper bounds."""
     if math.isnan(kappa):
         raise ValueError("kappa is NaN; an undefined kappa has no band")
     if kappa < 0:
         return "poor"
-    if kappa <= 0.20:
-        return "slight"
-    if kappa <= 0.40:
-        return "fair"
-    if kappa <= 0.60:
-        return "moderate"
-    if kappa <= 0.80:
-        return "substantial"
-    return "almost perfect"
+    return next(band for lower, band in reversed(LANDIS_KOCH) if kappa > lower or lower == 0)
 
 
 # ----------------------------------------------------------------------------- folds

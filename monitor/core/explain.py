@@ -35,6 +35,11 @@ TIER_WORDS = {
 }
 
 
+def tier_name(tier: str) -> str:
+    """A tier as the board reads it ('Caution-Required' -> 'Caution'); other text unchanged."""
+    return TIER_WORDS.get(tier, tier)
+
+
 @dataclass(frozen=True)
 class Cutoffs:
     """The pass rule of the cell's metric and the tier cutoffs in force."""
@@ -112,7 +117,7 @@ def explain_event(event: CellEvent, cutoffs: Cutoffs) -> str:
             if vfr > cutoffs.tau_vfr:
                 text += f", above {_num(cutoffs.tau_vfr)}: the new verdict is not reliable"
         return text + "."
-    old, new = TIER_WORDS.get(event.old, event.old), TIER_WORDS.get(event.new, event.new)
+    old, new = tier_name(event.old), tier_name(event.new)
     crossed = _crossings(before, after, cutoffs)
     if not crossed:
         return f"{cell} moved from {old} to {new} as {value}."

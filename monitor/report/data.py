@@ -29,10 +29,9 @@ import pandas as pd
 
 from monitor import __version__
 from monitor.config import MonitorConfig
+from monitor.core.privacy import SMALL_CELL
 from monitor.stream.store import latest_axis_results
 
-#: Counts below this are never shown (the usual small-cell rule for health data).
-SMALL_CELL = 11
 #: Points per cell kept for the time-series figures (event evaluations are always kept).
 MAX_POINTS = 400
 #: Records per model read for the rolling AUROC (the latest ones).
@@ -96,6 +95,9 @@ class EventRow:
     direction: str
     evaluation: int
     at: datetime | None
+    #: the axis values at the event and before the change, as the service stored them
+    axes: dict[str, Any] = field(default_factory=dict)
+    axes_before: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -197,10 +199,8 @@ class ModelReport:
     history: dict[tuple[str, str], list[CellPoint]] = field(default_factory=dict)
     events: list[EventRow] = field(default_factory=list)
     raw_events: int = 0  # unconfirmed changes in the period (debounced)
-    #: event id -> (the cell before the change began, the cell at the event)
-    event_context: dict[int, tuple[CellPoint | None, CellPoint | None]] = field(
-        default_factory=dict
-    )
+    #: event id -> the cell at the event (None when its history has no such evaluation)
+    event_context: dict[int, CellPoint | None] = field(default_factory=dict)
     n_star: list[NStarCurve] = field(default_factory=list)
     axis3: Axis3Summary | None = None
     mppd: list[MPPDAttribute] = field(default_factory=list)
@@ -643,27 +643,9 @@ def _jobs(c: duckdb.DuckDBPyConnection, since: datetime | None) -> list[JobSumma
     return [JobSummary(j, int(s), int(f), str(st), _ts(at)) for j, s, f, st, at in rows]
 
 
-def event_context(
-    points: list[CellPoint], event: EventRow, confirm_windows: int
-) -> tuple[CellPoint | None, CellPoint | None]:
-    """The cell before a confirmed change began and at the event, from its history.
-
-    "Before" is the latest evaluation ahead of the debounce streak whose own (raw)
-    verdict or tier still was the event's old value: the evaluation just before a
-    confirmed event already shows the new value, and raw values may have wandered.
-    """
-    cur = next((p for p in points if p.evaluation == event.evaluation), None)
-
-    def old_value(p: CellPoint) -> bool:
-        got = p.dominant_verdict if event.kind == "verdict_flip" else p.tier
-        return got == event.old
-
-    earlier = [p for p in points if p.evaluation <= event.evaluation - confirm_windows]
-    matching = [p for p in earlier if old_value(p)]
-    if matching:
-        return matching[-1], cur
-    before = earlier or [p for p in points if p.evaluation < event.evaluation]
-    return (before[-1] if before else None), cur
+def event_context(points: list[CellPoint], event: EventRow) -> CellPoint | None:
+    """The cell at the event's evaluation, from its history (its rule and small-cell state)."""
+    return next((p for p in points if p.evaluation == event.evaluation), None)
 
 
 def _downsample(points: list[CellPoint], keep: set[int]) -> list[CellPoint]:
@@ -729,7 +711,7 @@ def read_database(
         history = _history(c, model, times)
         ev_rows = c.execute(
             "SELECT id, kind, model_id, metric, attribute, old, new, confirmed, direction, "
-            "evaluation FROM events WHERE model_id = ? ORDER BY id",
+            "evaluation, axes, axes_before FROM events WHERE model_id = ? ORDER BY id",
             [model],
         ).fetchall()
         events = [
@@ -745,11 +727,13 @@ def read_database(
                 str(d),
                 int(e),
                 times.get((m, int(e))),
+                json.loads(ax) if ax else {},
+                json.loads(axb) if axb else {},
             )
-            for i, k, m, me, a, o, n, cf, d, e in ev_rows
+            for i, k, m, me, a, o, n, cf, d, e, ax, axb in ev_rows
         ]
         context = {
-            e.id: event_context(history.get((e.metric, e.attribute), []), e, cfg.confirm_windows)
+            e.id: event_context(history.get((e.metric, e.attribute), []), e)
             for e in events
             if e.confirmed
         }
@@ -777,8 +761,7 @@ def read_database(
         )
         if guard:
             mr.event_context = {
-                k: tuple(None if p is None else _withheld(p) for p in v)  # type: ignore[misc]
-                for k, v in mr.event_context.items()
+                k: None if p is None else _withheld(p) for k, p in mr.event_context.items()
             }
         if model in axis2:
             mr.n_star = n_star_curves(axis2[model])

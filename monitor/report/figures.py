@@ -25,15 +25,14 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from batch_axes.axis3 import LANDIS_KOCH
+from monitor.core.explain import tier_name
+from monitor.core.privacy import SMALL_CELL_LABEL as WITHHELD
 from monitor.report.data import (
-    SMALL_CELL,
     CellPoint,
     EventRow,
     ModelReport,
 )
-from monitor.report.sentences import LANDIS_KOCH, tier_name
-
-WITHHELD = f"<{SMALL_CELL}"
 
 #: Okabe-Ito colours per tier (worse is warmer); Pending is neutral grey.
 TIER_COLOURS = {

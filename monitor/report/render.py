@@ -19,10 +19,14 @@ import duckdb
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from batch_axes.axis3 import landis_koch_band
 from monitor.config import MonitorConfig
+from monitor.core.explain import tier_name
+from monitor.core.privacy import SMALL_CELL
+from monitor.core.privacy import SMALL_CELL_LABEL as WITHHELD
+from monitor.core.tiers import TIER_LEVEL
 from monitor.report import figures
 from monitor.report.data import (
-    SMALL_CELL,
     CellPoint,
     ModelReport,
     ReportData,
@@ -37,20 +41,10 @@ from monitor.report.sentences import (
     cell_sentence,
     event_sentence,
     fmt_n,
-    landis_koch_band,
-    tier_name,
 )
 
 #: Newest confirmed events listed per model (the rest are counted).
 MAX_EVENTS = 40
-TIER_LEVEL = {
-    "Catastrophic-Instability": 3,
-    "High-Variance": 2,
-    "Caution-Required": 1,
-    "Practical-Stability": 0,
-    "Pending": -1,
-}
-WITHHELD = f"<{SMALL_CELL}"
 
 
 @dataclass(frozen=True)
@@ -120,7 +114,7 @@ def _when(t: datetime | None) -> str:
 def event_lines(m: ModelReport, data: ReportData) -> list[EventLine]:
     out = []
     for e in reversed(m.events[-MAX_EVENTS:]):
-        prev, cur = m.event_context.get(e.id, (None, None))
+        cur = m.event_context.get(e.id)
         change = (
             f"{e.old} → {e.new}"
             if e.kind == "verdict_flip"
@@ -132,7 +126,7 @@ def event_lines(m: ModelReport, data: ReportData) -> list[EventLine]:
                 kind="verdict flip" if e.kind == "verdict_flip" else "tier change",
                 cell=cell_label(e.metric, e.attribute),
                 change=change,
-                sentence=event_sentence(e, prev, cur, data.tau, data.n_field, data.kappa_cutoff),
+                sentence=event_sentence(e, cur, data.tau, data.n_field, data.kappa_cutoff),
             )
         )
     return out
