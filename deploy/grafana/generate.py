@@ -32,25 +32,33 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
+from monitor.config import Axis1Config
+from monitor.core.tiers import TIER_LEVEL, Tier
+
 OUT_DIR = Path(__file__).resolve().parent / "dashboards"
 
 DATASOURCE_UID = "vfr-prometheus"
 DS = dm.DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID)
 
-#: VFR above this is unstable (SPEC: tau = 0.10).
-TAU = 0.10
+#: VFR above this is unstable: the service's default tau (SPEC: 0.10).
+TAU = Axis1Config().tau_vfr
 #: Default fairness threshold of the drill-down (the metric's rule in monitor.toml wins).
 DEFAULT_THRESHOLD = "0.8"
 
 TAGS = ["vfr-monitor"]
 
-#: Tier levels (vfr_cell_tier_level / vfr_cell_confirmed_tier_level) -> (name, color).
+#: The colour of each tier on the dashboards.
+TIER_COLOR: dict[Tier, str] = {
+    Tier.PENDING: "text",
+    Tier.PRACTICAL_STABILITY: "green",
+    Tier.CAUTION_REQUIRED: "yellow",
+    Tier.HIGH_VARIANCE: "orange",
+    Tier.CATASTROPHIC_INSTABILITY: "red",
+}
+#: Tier levels (vfr_cell_tier_level / vfr_cell_confirmed_tier_level; monitor.core.tiers)
+#: -> (name, color).
 TIER_LEVELS: dict[int, tuple[str, str]] = {
-    -1: ("Pending", "text"),
-    0: ("Practical-Stability", "green"),
-    1: ("Caution-Required", "yellow"),
-    2: ("High-Variance", "orange"),
-    3: ("Catastrophic-Instability", "red"),
+    TIER_LEVEL[tier]: (tier.value, color) for tier, color in TIER_COLOR.items()
 }
 
 #: Tier names (the `tier`, `from_tier`, `to_tier` labels) -> color.
