@@ -56,7 +56,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from monitor.config import MetricRule
+from monitor.config import MIN_GROUP_SUPPORT, MetricRule
 from monitor.core.axis1 import defined_moments
 from monitor.core.counts import CountTable
 from monitor.core.metrics import METRICS, NEEDS_BINS, Tallies
@@ -326,7 +326,7 @@ def axis2(
     R: int = 30,
     cv_cutoff: float = 0.05,
     n_field: float = 50_000,
-    min_group_support: int = 20,
+    min_group_support: int = MIN_GROUP_SUPPORT,
     seed: int = 0,
 ) -> list[Axis2Cell]:
     """Axis 2 for every (model, attribute) cohort table and every metric rule.

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold
 
-from monitor.config import AttributeConfig, MetricRule
+from monitor.config import MIN_GROUP_SUPPORT, AttributeConfig, MetricRule
 from monitor.core.counts import score_bins
 from monitor.core.metrics import METRICS, Tallies, passes
 from monitor.core.numbers import float_or_none
@@ -479,7 +479,7 @@ def axis3(
     attributes: Sequence[AttributeConfig],
     rules: Sequence[MetricRule],
     *,
-    min_group_support: int = 20,
+    min_group_support: int = MIN_GROUP_SUPPORT,
     bins: int = 10,
     n_folds: int = DEFAULT_FOLDS,
     kappa_cutoff: float = DEFAULT_KAPPA_CUTOFF,

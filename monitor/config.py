@@ -87,6 +87,9 @@ EXPORTABLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+/-]{0,63}")
 #: Fewer records than this and a figure is withheld (monitor.core.privacy.SMALL_CELL;
 #: repeated here because the config is the bottom layer and checks support against it).
 SMALL_CELL_RECORDS = 11
+#: Records a group needs before its rates count (SPEC section 9 default of
+#: axis1.min_group_support; the axes' functions default to it too).
+MIN_GROUP_SUPPORT = 20
 
 
 class ConfigError(ValueError):
@@ -152,7 +155,7 @@ class Axis1Config(_Strict):
     N: int = Field(10_000, ge=1)
     tau_vfr: float = Field(0.10, ge=0.0, le=0.5)
     #: at least the small-cell threshold: no rate may rest on fewer than 11 records
-    min_group_support: int = Field(20, ge=SMALL_CELL_RECORDS)
+    min_group_support: int = Field(MIN_GROUP_SUPPORT, ge=SMALL_CELL_RECORDS)
     score_bins: int = Field(10, ge=2, le=100)
     seed: int = Field(20_261_129, ge=0)
     threads: int = Field(2, ge=1, le=64)

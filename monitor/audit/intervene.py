@@ -53,6 +53,7 @@ from monitor.audit.interventions import (
 from monitor.audit.run import CELL_COLUMNS
 from monitor.config import MonitorConfig
 from monitor.core.counts import CountTable
+from monitor.core.privacy import SMALL_CELL_LABEL, reportable
 from monitor.stream.schema import decision_thresholds
 
 #: The built-in cohort name accepted by --input (monitor.data.datasets.diabetes130).
@@ -261,7 +262,7 @@ def evaluate(
         sr = selection_rates(decisions, g)
         di[g.name] = disparate_impact(sr, g.counts >= support)
         rates[g.name] = {
-            code: (_round(float(r)) if n >= 11 else small_cell(int(n)))
+            code: (_round(float(r)) if reportable(n) else SMALL_CELL_LABEL)
             for code, r, n in zip(g.codes, sr, g.counts, strict=True)
         }
     cells1 = vfr_cells(y, decisions, scores, part.groups, config, model_id)
@@ -354,10 +355,6 @@ def run_interventions(
     """The four baselines on ``source``; raises AuditInputError on bad input."""
     cohort = load_feature_cohort(source, config)
     cfg = cohort.config
-    if cfg.axis1.min_group_support < 11:  # small-cell rule: no DI from fewer than 11 records
-        data = cfg.model_dump()
-        data["axis1"]["min_group_support"] = 11
-        cfg = MonitorConfig(**data)
     iv = cfg.interventions
     model_id = cfg.input.model_id
     base = cfg.decision.threshold

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from monitor.config import MonitorConfig
+from monitor.config import MIN_GROUP_SUPPORT, MonitorConfig
 from monitor.core.axis1 import CellResult, run_axis1
 from monitor.core.counts import CountTable
 from monitor.core.privacy import SMALL_CELL_LABEL, reportable
@@ -327,7 +327,7 @@ def search_thresholds(
     base: float,
     target: float = 0.80,
     step: float = 0.01,
-    min_support: int = 20,
+    min_support: int = MIN_GROUP_SUPPORT,
     max_steps: int = 2_000,
 ) -> SearchResult:
     """B3: per-group thresholds with DI >= target on every attribute at the best accuracy found.
@@ -402,7 +402,7 @@ def refine_thresholds(
     *,
     target: float = 0.80,
     step: float = 0.01,
-    min_support: int = 20,
+    min_support: int = MIN_GROUP_SUPPORT,
     max_steps: int = 300,
 ) -> RefineResult:
     """B4: move B3's thresholds back toward the base one while DI holds and VFR does not worsen.

@@ -39,7 +39,7 @@ from dataclasses import dataclass, fields
 import numba
 import numpy as np
 
-from monitor.config import MetricRule, MonitorConfig
+from monitor.config import MIN_GROUP_SUPPORT, MetricRule, MonitorConfig
 from monitor.core import sampling
 from monitor.core.counts import CountTable
 from monitor.core.metrics import (
@@ -398,7 +398,7 @@ def evaluate_axis1(
     *,
     K: int = 500,
     N: int = 10_000,
-    min_group_support: int = 20,
+    min_group_support: int = MIN_GROUP_SUPPORT,
     seed: int = 0,
     threads: int = 1,
     seeds: Mapping[str, int] | None = None,
