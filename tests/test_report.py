@@ -19,11 +19,13 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from markupsafe import escape
 
 from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.cli import main
 from monitor.config import config_from_mapping
+from monitor.core.explain import Cutoffs, explain_event
 from monitor.report.data import (
     SMALL_CELL,
     cell_from_result,
@@ -33,7 +35,7 @@ from monitor.report.data import (
     rolling_auroc,
 )
 from monitor.report.figures import _slug
-from monitor.report.render import render_report
+from monitor.report.render import MAX_EVENTS, render_report
 from monitor.service.app import MonitorService
 
 CFG = config_from_mapping(
@@ -214,6 +216,26 @@ def test_small_cell_rule_holds_on_the_page(db, page):
         assert " pairs<" not in fig.group(0).replace("</text>", "<")
     # no sentence about the tiny model's events quotes a number either
     assert "VFR rose" not in tiny and "VFR fell" not in tiny
+
+
+def test_an_event_reads_on_the_page_as_in_its_alert(db, page):
+    """The page words each confirmed event with the sentence alerts and the API carry
+    (explain_event on the event's stored axes, with the configured cutoffs)."""
+    with open_database(db[0]) as c:
+        data = read_database(c, CFG)
+    checked = 0
+    for m in data.models:
+        if m.model_id == "model-tiny":
+            continue
+        for e in m.events[-MAX_EVENTS:]:
+            rule = next(r for r in CFG.metrics if r.name == e.metric)
+            cutoffs = Cutoffs(
+                rule.threshold, rule.direction, CFG.axis1.tau_vfr, CFG.axis2.n_field,
+                CFG.axis3.kappa_cutoff,
+            )  # fmt: skip
+            assert str(escape(explain_event(e, cutoffs))) in page
+            checked += 1
+    assert checked
 
 
 def test_small_cell_rule_is_applied_on_reading_whatever_the_writer_did():

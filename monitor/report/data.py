@@ -29,6 +29,7 @@ import pandas as pd
 
 from monitor import __version__
 from monitor.config import MonitorConfig
+from monitor.core.events import CellEvent
 from monitor.core.privacy import SMALL_CELL
 from monitor.stream.store import latest_axis_results
 
@@ -80,24 +81,13 @@ class CellPoint:
         return (self.metric, self.attribute)
 
 
-@dataclass(frozen=True)
-class EventRow:
-    """A verdict flip or tier change of one cell (old and new are verdicts or tier names)."""
+@dataclass(frozen=True, kw_only=True)
+class EventRow(CellEvent):
+    """A stored verdict flip or tier change: the event as the service recorded it (with its
+    axes, which :func:`monitor.core.explain.explain_event` words), its row id and time."""
 
     id: int
-    kind: str
-    model_id: str
-    metric: str
-    attribute: str
-    old: str
-    new: str
-    confirmed: bool
-    direction: str
-    evaluation: int
     at: datetime | None
-    #: the axis values at the event and before the change, as the service stored them
-    axes: dict[str, Any] = field(default_factory=dict)
-    axes_before: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -716,19 +706,19 @@ def read_database(
         ).fetchall()
         events = [
             EventRow(
-                int(i),
-                k,
-                m,
-                me,
-                a,
-                str(o),
-                str(n),
-                bool(cf),
-                str(d),
-                int(e),
-                times.get((m, int(e))),
-                json.loads(ax) if ax else {},
-                json.loads(axb) if axb else {},
+                id=int(i),
+                kind=k,
+                model_id=m,
+                metric=me,
+                attribute=a,
+                old=str(o),
+                new=str(n),
+                confirmed=bool(cf),
+                direction=str(d),
+                evaluation=int(e),
+                at=times.get((m, int(e))),
+                axes=json.loads(ax) if ax else {},
+                axes_before=json.loads(axb) if axb else {},
             )
             for i, k, m, me, a, o, n, cf, d, e, ax, axb in ev_rows
         ]

@@ -303,6 +303,20 @@ def render_data(
     )
 
 
+def _read_database_file(
+    path: str | Path,
+    config: MonitorConfig | None,
+    models: list[str] | None,
+    since: datetime | None,
+) -> ReportData:
+    """:func:`read_database` on a file opened read-only, closed again whatever happens."""
+    conn = open_database(path)
+    try:
+        return read_database(conn, config, models=models, since=since, source_name=Path(path).name)
+    finally:
+        conn.close()
+
+
 def render_report(
     source: str | Path | duckdb.DuckDBPyConnection,
     *,
@@ -320,13 +334,7 @@ def render_report(
     if isinstance(source, duckdb.DuckDBPyConnection):
         data = read_database(source, config, models=models, since=since, source_name="service")
     else:
-        conn = open_database(source)
-        try:
-            data = read_database(
-                conn, config, models=models, since=since, source_name=Path(source).name
-            )
-        finally:
-            conn.close()
+        data = _read_database_file(source, config, models, since)
     if not data.models:
         raise ReportInputError("no model has any evaluated cell yet: nothing to report")
     return render_data(data, compare)
@@ -374,13 +382,7 @@ def write_report(
     if (db is None) == (audit_dir is None):
         raise ReportInputError("give exactly one of --db FILE or --audit-dir DIR")
     if db is not None:
-        conn = open_database(db)
-        try:
-            data = read_database(
-                conn, config, models=models, since=since, source_name=Path(db).name
-            )
-        finally:
-            conn.close()
+        data = _read_database_file(db, config, models, since)
     else:
         data = read_audit_dir(audit_dir, config, models=models)  # type: ignore[arg-type]
     if not data.models:

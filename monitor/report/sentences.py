@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 from batch_axes.axis3 import landis_koch_band
-from monitor.core.events import CellEvent
 from monitor.core.explain import Cutoffs, explain_event
 from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
 from monitor.report.data import CellPoint, EventRow
@@ -114,9 +113,4 @@ def event_sentence(
         what = "flipped" if e.kind == "verdict_flip" else "moved"
         label = cell_label(e.metric, e.attribute)
         return f"{label} {what} from {e.old} to {e.new} (fewer than {SMALL_CELL} records)."
-    event = CellEvent(
-        e.kind, e.model_id, e.metric, e.attribute, e.old, e.new, e.confirmed, e.direction,
-        e.evaluation, e.axes, e.axes_before,
-    )  # fmt: skip
-    cutoffs = Cutoffs(cur.threshold, cur.direction, tau, n_field, kappa_cutoff)
-    return explain_event(event, cutoffs)
+    return explain_event(e, Cutoffs(cur.threshold, cur.direction, tau, n_field, kappa_cutoff))
