@@ -22,7 +22,8 @@ METHOD = ROOT / "docs" / "method.md"
 CITING_DIRS = ("monitor", "batch_axes", "consumers", "deploy")
 
 #: "SPEC section 3" (the old name) or "docs/method.md section 3"
-CITATION = re.compile(r"(?:SPEC|docs/method\.md) sections? (\d+)")
+#: (across a line break too: a docstring may wrap between the words)
+CITATION = re.compile(r"(?:SPEC|docs/method\.md)\s+sections?\s+(\d+)")
 HEADING = re.compile(r"^## (\d+)\. ", re.MULTILINE)
 #: a defaults row: | quantity | `field` | `literal` |
 DEFAULT_ROW = re.compile(r"^\|[^|]*\|\s*`([^`]+)`\s*\|\s*`([^`]+)`\s*\|\s*$", re.MULTILINE)
@@ -71,9 +72,9 @@ def citations() -> list[tuple[str, int, int]]:
                 text = path.read_text(encoding="utf-8")
             except UnicodeDecodeError:  # binary files (the shipped dataset zip)
                 continue
-            for lineno, line in enumerate(text.splitlines(), 1):
-                for m in CITATION.finditer(line):
-                    found.append((str(path.relative_to(ROOT)), lineno, int(m.group(1))))
+            for m in CITATION.finditer(text):
+                lineno = text.count("\n", 0, m.start()) + 1
+                found.append((str(path.relative_to(ROOT)), lineno, int(m.group(1))))
     return found
 
 
