@@ -219,20 +219,22 @@ def test_sigma_and_ci_are_consistent(diabetes_audit):
 
 
 def test_small_pair_counts_are_withheld():
-    from batch_axes.runner import suppress_small_pair_counts
+    from batch_axes.equilense import AttributeMPPD, suppress_small_pair_counts
+    from batch_axes.mppd import GroupMPPD, MPPDPairwise, MPPDReference
 
-    d = {
-        "groups": [
-            {"group": "a", "mean": 0.2, "pairs": 3, "gap_to_reference": 0.1},
-            {"group": "b", "mean": 0.3, "pairs": 40, "gap_to_reference": 0.0},
-        ],
-        "pairwise": {"means": [[0.1, 0.5], [0.5, None]], "pairs": [[12, 2], [2, 0]]},
-    }
-    out = suppress_small_pair_counts(d)
+    entry = AttributeMPPD(
+        MPPDReference("b", 1, (GroupMPPD("a", 0.2, 3, True, 0.1),
+                               GroupMPPD("b", 0.3, 40, False, 0.0)), 0.1),
+        MPPDPairwise(("a", "b"), 1, ((0.1, 0.5), (0.5, None)), ((12, 2), (2, 0)),
+                     ((False, False), (False, True))),
+    )  # fmt: skip
+    d = suppress_small_pair_counts(entry).to_dict()
+    out = {"groups": d["reference"]["groups"], "pairwise": d["pairwise"]}
     assert out["groups"][0] == {
         "group": "a",
         "mean": None,
         "pairs": "<11",
+        "low_support": True,
         "gap_to_reference": None,
     }
     assert out["groups"][1]["mean"] == 0.3 and out["groups"][1]["pairs"] == 40

@@ -276,12 +276,12 @@ def evaluate(
                               "hospital_id": part.hospital_id, **part.columns})  # fmt: skip
         a3 = run_axis3(model_id, frame, config)
     cells = [combine_cell(c, a2.get((c.metric, c.attribute)), a3, config) for c in cells1]
-    vfr = np.array([c["vfr"] for c in cells])
+    vfr = np.array([c.vfr for c in cells])
     kappas: dict[str, float] = {}
     for c in cells:
-        if c["kappa"] is not None:
-            kappas[c["metric"]] = c["kappa"]
-    tiers = {t: sum(c["tier"] == t for c in cells) for t in TIERS}
+        if c.kappa is not None:
+            kappas[c.metric] = c.kappa
+    tiers = {t: sum(c.tier.tier.value == t for c in cells) for t in TIERS}
     n_pass = sum(di_passes(d, target) for d in di.values())
     auroc = roc_auc_score(y, scores) if len(np.unique(y)) == 2 else math.nan
     return {
@@ -439,14 +439,14 @@ def run_interventions(
                            for v in di.values()),
         })  # fmt: skip
 
-    by_cell = {b: {(c["metric"], c["attribute"]): c for c in r["cells"]}
+    by_cell = {b: {(c.metric, c.attribute): c for c in r["cells"]}
                for b, r in zip(BASELINES, rows, strict=True)}  # fmt: skip
     movement = [
         {"metric": k[0], "attribute": k[1],
-         "vfr_b3": c3["vfr"], "vfr_b4": by_cell["B4"][k]["vfr"],
-         "vfr_change": round(by_cell["B4"][k]["vfr"] - c3["vfr"], 6),
-         "value_b3": _round(c3["value"]), "value_b4": _round(by_cell["B4"][k]["value"]),
-         "verdict_b3": c3["dominant_verdict"], "verdict_b4": by_cell["B4"][k]["dominant_verdict"]}
+         "vfr_b3": c3.vfr, "vfr_b4": by_cell["B4"][k].vfr,
+         "vfr_change": round(by_cell["B4"][k].vfr - c3.vfr, 6),
+         "value_b3": _round(c3.value), "value_b4": _round(by_cell["B4"][k].value),
+         "verdict_b3": c3.dominant_verdict, "verdict_b4": by_cell["B4"][k].dominant_verdict}
         for k, c3 in by_cell["B3"].items()
     ]  # fmt: skip
 
@@ -562,7 +562,7 @@ def write_report(report: InterventionReport, out_dir: str | Path) -> dict[str, P
     _csv(paths["table5"], table5_rows(report), ["baseline", "method", *attrs, "pass"])
     _csv(paths["table6"], table6_rows(report), TABLE6_COLUMNS)
     _csv(paths["cells"],
-         [{"baseline": r["baseline"], **c} for r in report.rows for c in r["cells"]],
+         [{"baseline": r["baseline"], **c.to_dict()} for r in report.rows for c in r["cells"]],
          ["baseline", *CELL_COLUMNS])  # fmt: skip
     _csv(paths["movement"], report.movement, list(report.movement[0]) if report.movement else [])
     _csv(paths["sweep"],
