@@ -60,7 +60,7 @@ from monitor.config import MIN_GROUP_SUPPORT, MetricRule
 from monitor.core.axis1 import defined_moments
 from monitor.core.counts import CountTable
 from monitor.core.metrics import METRICS, NEEDS_BINS, Tallies
-from monitor.core.numbers import finite_or_none
+from monitor.core.numbers import as_float, finite_or_none
 
 #: SPEC section 4 size grid.
 DEFAULT_SIZES: tuple[int, ...] = (1_000, 2_000, 5_000, 10_000, 25_000, 50_000, 100_000)
@@ -85,6 +85,29 @@ class CurvePoint(NamedTuple):
     mean: float  # NaN when no draw is defined
     sd: float  # NaN when fewer than two draws are defined
     n_undefined: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Strict JSON: an infinite cv and an undefined mean or sd are ``None`` (cv is never
+        NaN and mean/sd are never infinite, so ``None`` is unambiguous per field)."""
+        return {
+            "size": self.size,
+            "cv": finite_or_none(self.cv),
+            "mean": finite_or_none(self.mean),
+            "sd": finite_or_none(self.sd),
+            "n_undefined": self.n_undefined,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CurvePoint:
+        """The inverse of :meth:`to_dict` (cv None -> inf; mean, sd None -> NaN)."""
+        cv = d.get("cv")
+        return cls(
+            int(d["size"]),
+            math.inf if cv is None else float(cv),
+            as_float(d.get("mean")),
+            as_float(d.get("sd")),
+            int(d.get("n_undefined", 0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -122,17 +145,24 @@ class Axis2Cell:
             "n_star_text": self.n_star_text,
             "reached": self.reached,
             "fails": self.fails,
-            "curve": [
-                {
-                    "size": p.size,
-                    "cv": finite_or_none(p.cv),
-                    "mean": finite_or_none(p.mean),
-                    "sd": finite_or_none(p.sd),
-                    "n_undefined": p.n_undefined,
-                }
-                for p in self.curve
-            ],
+            "curve": [p.to_dict() for p in self.curve],
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Axis2Cell:
+        """The inverse of :meth:`to_dict` (``n_star`` None -> inf); ``n_star_text`` is
+        derived, so it is not read."""
+        n_star = d.get("n_star")
+        return cls(
+            model_id=str(d["model_id"]),
+            metric=str(d["metric"]),
+            attribute=str(d["attribute"]),
+            cohort_n=int(d["cohort_n"]),
+            n_star=math.inf if n_star is None else float(n_star),
+            reached=bool(d.get("reached", n_star is not None)),
+            fails=bool(d["fails"]),
+            curve=tuple(CurvePoint.from_dict(p) for p in d.get("curve") or ()),
+        )
 
 
 # ----------------------------------------------------------------------------- streams

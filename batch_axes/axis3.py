@@ -38,7 +38,7 @@ from sklearn.model_selection import GroupKFold
 from monitor.config import MIN_GROUP_SUPPORT, AttributeConfig, MetricRule
 from monitor.core.counts import score_bins
 from monitor.core.metrics import METRICS, Tallies, passes
-from monitor.core.numbers import float_or_none
+from monitor.core.numbers import as_float, float_or_none
 
 #: SPEC section 9 defaults.
 DEFAULT_FOLDS = 20
@@ -354,6 +354,29 @@ class Axis3Cell:
             "groups_left_out": dict(self.groups_left_out),
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Axis3Cell:
+        """The inverse of :meth:`to_dict` (a fold value None -> NaN)."""
+        return cls(
+            model_id=str(d["model_id"]),
+            metric=str(d["metric"]),
+            attribute=str(d["attribute"]),
+            threshold=float(d["threshold"]),
+            direction=str(d["direction"]),
+            kappa=as_float(d["kappa"]),
+            band=str(d["band"]),
+            degenerate=bool(d["degenerate"]),
+            fails_axis3=bool(d["fails_axis3"]),
+            n_pass_folds=int(d["n_pass_folds"]),
+            n_folds=int(d["n_folds"]),
+            n_undefined_folds=int(d["n_undefined_folds"]),
+            fold_verdicts=tuple(str(v) for v in d.get("fold_verdicts") or ()),
+            fold_values=tuple(as_float(v) for v in d.get("fold_values") or ()),
+            groups_left_out=tuple(
+                (str(g), int(k)) for g, k in (d.get("groups_left_out") or {}).items()
+            ),
+        )
+
 
 @dataclass(frozen=True)
 class MetricAgreement:
@@ -375,6 +398,18 @@ class MetricAgreement:
             "fails_axis3": self.fails_axis3,
             "n_pass_folds": list(self.n_pass_folds),
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MetricAgreement:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            metric=str(d["metric"]),
+            kappa=as_float(d["kappa"]),
+            band=str(d["band"]),
+            degenerate=bool(d["degenerate"]),
+            fails_axis3=bool(d["fails_axis3"]),
+            n_pass_folds=tuple(int(k) for k in d.get("n_pass_folds") or ()),
+        )
 
 
 @dataclass(frozen=True)
@@ -426,6 +461,27 @@ class Axis3Result:
             "metrics": [m.to_dict() for m in self.metrics],
             "cells": [c.to_dict() for c in self.cells],
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Axis3Result:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            model_id=str(d["model_id"]),
+            applicable=bool(d["applicable"]),
+            reason=str(d.get("reason") or ""),
+            note=str(d.get("note") or ""),
+            kappa_cutoff=float(d["kappa_cutoff"]),
+            n_folds_requested=int(d["n_folds_requested"]),
+            n_folds=int(d["n_folds"]),
+            n_hospitals=int(d["n_hospitals"]),
+            n_records=int(d["n_records"]),
+            n_excluded_missing_hospital=int(d["n_excluded_missing_hospital"]),
+            fold_sizes=tuple(int(n) for n in d.get("fold_sizes") or ()),
+            min_group_support=int(d["min_group_support"]),
+            bins=int(d["bins"]),
+            metrics=tuple(MetricAgreement.from_dict(m) for m in d.get("metrics") or ()),
+            cells=tuple(Axis3Cell.from_dict(c) for c in d.get("cells") or ()),
+        )
 
 
 # ----------------------------------------------------------------------------- axis 3

@@ -16,7 +16,9 @@ with fewer than ``min_group_size`` records (default 10) get no value.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -85,11 +87,13 @@ class GroupMetricResult:
     attribute: str
     metric: str
     by_group: dict[str, float | None]  # None: fewer than min_group_size records or undefined
-    group_n: dict[str, int]
+    #: records per group; SMALL_CELL_LABEL for a count read back from :meth:`to_dict`,
+    #: which withholds counts below SMALL_CELL
+    group_n: dict[str, int | str]
     max_abs: float | None
     mean_abs: float | None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "model_id": self.model_id,
             "attribute": self.attribute,
@@ -97,11 +101,25 @@ class GroupMetricResult:
             "by_group": dict(self.by_group),
             # small-cell suppression: a count below 11 is reported as "<11"
             "group_n": {
-                g: (n if n >= SMALL_CELL else SMALL_CELL_LABEL) for g, n in self.group_n.items()
+                g: (n if isinstance(n, int) and n >= SMALL_CELL else SMALL_CELL_LABEL)
+                for g, n in self.group_n.items()
             },
             "max_abs": self.max_abs,
             "mean_abs": self.mean_abs,
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GroupMetricResult:
+        """The inverse of :meth:`to_dict` (a withheld count stays SMALL_CELL_LABEL)."""
+        return cls(
+            model_id=str(d["model_id"]),
+            attribute=str(d["attribute"]),
+            metric=str(d["metric"]),
+            by_group=dict(d.get("by_group") or {}),
+            group_n=dict(d.get("group_n") or {}),
+            max_abs=d.get("max_abs"),
+            mean_abs=d.get("mean_abs"),
+        )
 
 
 def equilense_group_metrics(

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -330,13 +330,18 @@ def _empty_pairs() -> Pairs:
 class IndividualFairnessGap:
     """Mean |p_i - p_j| over matched pairs (lower is more consistent)."""
 
-    mean: float | None  # None when there is no matched pair
-    pairs: int
+    mean: float | None  # None when there is no matched pair (or withheld)
+    pairs: int | str  # SMALL_CELL_LABEL once the small-cell rule withheld the mean
     low_support: bool  # fewer than min_pairs pairs
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able summary (no record-level values)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> IndividualFairnessGap:
+        """The inverse of :meth:`to_dict`."""
+        return cls(mean=d.get("mean"), pairs=d["pairs"], low_support=bool(d["low_support"]))
 
 
 @dataclass(frozen=True)
@@ -344,10 +349,26 @@ class GroupMPPD:
     """MPPD of one matched group against the reference group's records."""
 
     group: str
-    mean: float | None  # None when no reference record is matched to this group
-    pairs: int  # directed (reference record, matched record) contributions
+    mean: float | None  # None when no reference record is matched to this group (or withheld)
+    #: directed (reference record, matched record) contributions; SMALL_CELL_LABEL once
+    #: the small-cell rule withheld the entry
+    pairs: int | str
     low_support: bool  # pairs < min_pairs
     gap_to_reference: float | None  # mean - reference's own mean; None if either is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GroupMPPD:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            group=str(d["group"]),
+            mean=d.get("mean"),
+            pairs=d["pairs"],
+            low_support=bool(d["low_support"]),
+            gap_to_reference=d.get("gap_to_reference"),
+        )
 
 
 @dataclass(frozen=True)
@@ -372,8 +393,19 @@ class MPPDReference:
             "reference": self.reference,
             "min_pairs": self.min_pairs,
             "disparity": self.disparity,
-            "groups": [asdict(entry) for entry in self.groups],
+            "groups": [entry.to_dict() for entry in self.groups],
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MPPDReference:
+        """The inverse of :meth:`to_dict`."""
+        ref = d.get("reference")
+        return cls(
+            reference=None if ref is None else str(ref),
+            min_pairs=int(d["min_pairs"]),
+            groups=tuple(GroupMPPD.from_dict(g) for g in d.get("groups") or ()),
+            disparity=d.get("disparity"),
+        )
 
 
 @dataclass(frozen=True)
@@ -383,7 +415,7 @@ class MPPDPairwise:
     groups: tuple[str, ...]  # sorted group names; row and column order
     min_pairs: int
     means: tuple[tuple[float | None, ...], ...]
-    pairs: tuple[tuple[int, ...], ...]
+    pairs: tuple[tuple[int | str, ...], ...]  # SMALL_CELL_LABEL where withheld
     low_support: tuple[tuple[bool, ...], ...]
 
     def cell(self, anchor: str, matched: str) -> tuple[float | None, int, bool]:
@@ -400,6 +432,17 @@ class MPPDPairwise:
             "pairs": [list(row) for row in self.pairs],
             "low_support": [list(row) for row in self.low_support],
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MPPDPairwise:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            groups=tuple(str(g) for g in d.get("groups") or ()),
+            min_pairs=int(d["min_pairs"]),
+            means=tuple(tuple(row) for row in d.get("means") or ()),
+            pairs=tuple(tuple(row) for row in d.get("pairs") or ()),
+            low_support=tuple(tuple(bool(x) for x in row) for row in d.get("low_support") or ()),
+        )
 
 
 # --------------------------------------------------------------------------- metrics (fast)

@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 
 from consumers.base import LagReport, Origin, Sink, SinkRetriesExhaustedError
-from consumers.config import EmbeddedConfig
 from consumers.encoding import encode_record
+from monitor.config.sources import EmbeddedConfig
 
 log = logging.getLogger(__name__)
 

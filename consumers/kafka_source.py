@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from consumers.base import LagReport, Origin, Sink, SinkRetriesExhaustedError
-from consumers.config import KafkaConfig
 from consumers.kafka_eof_fix import deliver_bytes_before_eof
+from monitor.config.sources import KafkaConfig
 
 log = logging.getLogger(__name__)
 

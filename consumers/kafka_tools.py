@@ -10,9 +10,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from consumers.config import KafkaConfig
 from consumers.encoding import encode_record
 from consumers.kafka_source import _kafka, consumer_kwargs
+from monitor.config.sources import KafkaConfig
 
 
 def produce_records(

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from consumers.config import KafkaConfig
 from consumers.kafka_source import _kafka, open_consumer
 from consumers.kafka_tools import create_topic
+from monitor.config.sources import KafkaConfig
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from consumers.config import KafkaConfig
 from consumers.kafka_source import _kafka
 from monitor.config import StartupError
+from monitor.config.sources import KafkaConfig
 
 log = logging.getLogger(__name__)
 

@@ -158,24 +158,24 @@ def _service_config(args: argparse.Namespace) -> tuple[Any, Any]:
     the start of every long-running command."""
     import logging
 
-    from consumers.config import kafka_config_with_env
-
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    config = load_config(args.config)
-    return config, kafka_config_with_env(config.kafka)
+    config = load_config(args.config)  # [kafka] validated with its environment overrides
+    return config, config.kafka
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from consumers.config import embedded_config
+    from monitor.config.sources import embedded_config
     from monitor.service.app import MonitorService, run_until_stopped
 
     config, kafka_cfg = _service_config(args)
-    emb = embedded_config({**config.embedded, **({"path": args.input} if args.input else {})})
+    emb = config.embedded
+    if args.input:
+        emb = embedded_config({**emb.model_dump(exclude_unset=True), "path": args.input})
     if args.rate is not None:
         emb = emb.model_copy(update={"rate": args.rate})
     if kafka_cfg is None and emb.path is None:

@@ -219,22 +219,57 @@ def test_sigma_and_ci_are_consistent(diabetes_audit):
 
 
 def test_small_pair_counts_are_withheld():
-    from batch_axes.runner import suppress_small_pair_counts
+    from batch_axes.equilense import AttributeMPPD, suppress_small_pair_counts
+    from batch_axes.mppd import GroupMPPD, MPPDPairwise, MPPDReference
 
-    d = {
-        "groups": [
-            {"group": "a", "mean": 0.2, "pairs": 3, "gap_to_reference": 0.1},
-            {"group": "b", "mean": 0.3, "pairs": 40, "gap_to_reference": 0.0},
-        ],
-        "pairwise": {"means": [[0.1, 0.5], [0.5, None]], "pairs": [[12, 2], [2, 0]]},
-    }
-    out = suppress_small_pair_counts(d)
+    entry = AttributeMPPD(
+        MPPDReference("b", 1, (GroupMPPD("a", 0.2, 3, True, 0.1),
+                               GroupMPPD("b", 0.3, 40, False, 0.0)), 0.1),
+        MPPDPairwise(("a", "b"), 1, ((0.1, 0.5), (0.5, None)), ((12, 2), (2, 0)),
+                     ((False, False), (False, True))),
+    )  # fmt: skip
+    d = suppress_small_pair_counts(entry).to_dict()
+    out = {"groups": d["reference"]["groups"], "pairwise": d["pairwise"]}
     assert out["groups"][0] == {
         "group": "a",
         "mean": None,
         "pairs": "<11",
+        "low_support": True,
         "gap_to_reference": None,
     }
     assert out["groups"][1]["mean"] == 0.3 and out["groups"][1]["pairs"] == 40
     assert out["pairwise"]["means"] == [[0.1, None], [None, None]]
     assert out["pairwise"]["pairs"] == [[12, "<11"], ["<11", "<11"]]
+
+
+def test_audit_cells_round_trip_through_cells_json(diabetes_audit):
+    from batch_axes.audit_cell import AuditCell
+
+    _, out, _ = diabetes_audit
+    rows = json.loads((out / "cells.json").read_text())["cells"]
+    assert rows and all(AuditCell.from_dict(r).to_dict() == r for r in rows)
+
+
+def test_audit_cell_round_trip_and_withheld_cells(tmp_path):
+    from batch_axes.audit_cell import AuditCell
+    from monitor.audit.run import run_audit
+    from monitor.config import config_from_mapping
+
+    rng = np.random.default_rng(1)
+    rows = [{"record_id": i, "model_id": m, "score": rng.uniform(),
+             "label": int(rng.integers(0, 2)), "race": int(rng.integers(0, 5)), "sex": i % 2,
+             "ethnicity": 1, "age_group": 2}
+            for m, n in (("big", 300), ("tiny", 8)) for i in range(n)]  # fmt: skip
+    pd.DataFrame(rows).to_csv(tmp_path / "in.csv", index=False)
+    cfg = config_from_mapping({"axis1": {"K": 30}, "axis2": {"sizes": [50, 100], "R": 3}})
+    cells = run_audit(tmp_path / "in.csv", cfg).cells
+    exact = 0
+    for c in cells:
+        back = AuditCell.from_dict(json.loads(json.dumps(c.to_dict(), allow_nan=False)))
+        assert back.to_dict() == c.to_dict()
+        assert back.withheld == c.withheld == (c.model_id == "tiny")
+        figures = (c.value, c.sigma, c.ci_low, c.ci_high, c.min_denominator)
+        if not c.withheld and not any(math.isnan(x) for x in figures):
+            assert back == c
+            exact += 1
+    assert exact

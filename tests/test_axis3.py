@@ -557,3 +557,37 @@ def test_landis_koch_band_boundaries(kappa, band):
 def test_band_of_nan_is_an_error():
     with pytest.raises(ValueError):
         landis_koch_band(float("nan"))
+
+
+# ----------------------------------------------------------------------------- round trip
+def test_axis3_result_round_trips_through_strict_json():
+    from batch_axes.axis3 import Axis3Result
+
+    ids, groups, label, decision, score = cohort_arrays(6_000, 40, seed=11)
+    res = axis3("m", ids, label, decision, score, groups, ATTRS, RULES, min_group_support=150)
+    back = Axis3Result.from_dict(json.loads(json.dumps(res.to_dict(), allow_nan=False)))
+    assert back.to_dict() == res.to_dict()  # NaN fold values: equal as JSON, not as floats
+    assert back.metrics == res.metrics
+    assert back.cell("DI", "race").kappa == res.cell("DI", "race").kappa
+    na = axis3("m", np.array(["h"] * 50), label[:50], decision[:50], score[:50],
+               {k: v[:50] for k, v in groups.items()}, ATTRS, RULES)  # fmt: skip
+    assert Axis3Result.from_dict(json.loads(json.dumps(na.to_dict()))) == na
+
+
+@given(
+    kappa=st.floats(-1, 1),
+    verdicts=st.lists(st.booleans(), min_size=1, max_size=20),
+    left=st.dictionaries(st.sampled_from("0123"), st.integers(1, 20)),
+)
+def test_axis3_cell_and_metric_agreement_round_trip(kappa, verdicts, left):
+    from batch_axes.axis3 import Axis3Cell, MetricAgreement
+
+    n = len(verdicts)
+    cell = Axis3Cell(
+        "m", "DI", "race", 0.8, ">=", kappa, landis_koch_band(kappa), False, kappa < 0.4,
+        sum(verdicts), n, 0, tuple("pass" if v else "fail" for v in verdicts),
+        tuple(float(i) / 7 for i in range(n)), tuple(left.items()),
+    )  # fmt: skip
+    assert Axis3Cell.from_dict(json.loads(json.dumps(cell.to_dict()))) == cell
+    agreement = MetricAgreement("DI", kappa, landis_koch_band(kappa), False, kappa < 0.4, (n, 0))
+    assert MetricAgreement.from_dict(json.loads(json.dumps(agreement.to_dict()))) == agreement

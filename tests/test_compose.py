@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from consumers.config import kafka_config_with_env
 from monitor.config import load_config
+from monitor.config.sources import kafka_config_with_env
 from monitor.service.web_config import load_web_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -141,3 +141,46 @@ def test_the_store_applies_the_duckdb_settings(tmp_path):
     ).fetchone()
     store.close()
     assert got == ("286.1 MiB", "61.0 MiB")  # DuckDB prints 300 MB and 64 MB in MiB
+
+
+def test_source_settings_are_typed_and_validated_at_load():
+    from monitor.config import EmbeddedConfig, KafkaConfig
+
+    cfg = config_from_mapping(
+        {"kafka": {"bootstrap_servers": "b:9092", "max_batch": 10}, "embedded": {"rate": 5}},
+        environ={"VFR_KAFKA_GROUP": "from-env"},
+    )
+    assert isinstance(cfg.kafka, KafkaConfig) and isinstance(cfg.embedded, EmbeddedConfig)
+    assert (cfg.kafka.max_batch, cfg.kafka.group_id, cfg.embedded.rate) == (10, "from-env", 5)
+    assert config_from_mapping({}, environ={}).kafka is None
+    only_env = config_from_mapping({}, environ={"VFR_KAFKA_BOOTSTRAP": "k:1"})
+    assert only_env.kafka is not None and only_env.kafka.bootstrap_servers == ("k:1",)
+
+
+@pytest.mark.parametrize(
+    ("raw", "env", "field", "words"),
+    [
+        ({"kafka": {"bootstrap_servers": "b:1", "max_bach": 1}}, {}, "kafka.max_bach",
+         "unknown field"),
+        ({"kafka": {"bootstrap_servers": "b:1", "security_protocol": "SASL_SSL"}}, {},
+         "kafka.sasl_mechanism", "required"),
+        ({"kafka": {"bootstrap_servers": "b:1"}}, {"VFR_KAFKA_MAX_BATCH": "many"},
+         "kafka.max_batch", "VFR_KAFKA_MAX_BATCH"),
+        ({"embedded": {"rate": 0}}, {}, "embedded.rate", "greater than"),
+        ({"axis1": {"K": 0}}, {}, "axis1.K", "greater than"),
+    ],
+)  # fmt: skip
+def test_one_translator_names_the_field_in_every_section(raw, env, field, words):
+    from monitor.config.sources import embedded_config, kafka_config_with_env
+
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping(raw, environ=env)
+    assert info.value.field == field and words in str(info.value), str(info.value)
+    section = next(iter(raw))
+    if section in ("kafka", "embedded"):  # the same message when the table is validated alone
+        with pytest.raises(ConfigError) as alone:
+            if section == "kafka":
+                kafka_config_with_env(raw["kafka"], env)
+            else:
+                embedded_config(raw["embedded"])
+        assert str(alone.value) == str(info.value)

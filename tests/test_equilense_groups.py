@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pandas as pd
 import pytest
 from fairlearn.metrics import MetricFrame, selection_rate, true_positive_rate
 from hypothesis import assume, given
@@ -85,3 +88,45 @@ def test_small_groups_are_suppressed_in_output():
     )
     out = res[0].to_dict()
     assert out["by_group"]["b"] is None and out["group_n"] == {"a": 30, "b": "<11"}
+
+
+@given(cohorts(min_n=1))
+def test_group_metric_results_round_trip(cohort):
+    from batch_axes.equilense_groups import GroupMetricResult
+
+    groups, g, y, d, s = cohort
+    table = CountTable.from_records(groups, g, y, d, s, 10)
+    for r in equilense_group_metrics("m", "race", table, 10):
+        back = GroupMetricResult.from_dict(json.loads(json.dumps(r.to_dict(), allow_nan=False)))
+        assert back.to_dict() == r.to_dict()
+        if all(n >= 11 for n in r.group_n.values()):  # no count withheld: nothing lost
+            assert back == r
+
+
+def test_equilense_result_round_trips_with_its_small_cells_withheld():
+    from batch_axes.equilense import EquiLenseResult
+    from batch_axes.runner import run_equilense
+    from monitor.config import config_from_mapping
+    from monitor.core.tables import tables_from_frame
+
+    cfg = config_from_mapping({"equilense": {"features": ["x"], "threshold": 0.5, "min_pairs": 1}})
+    rng = np.random.default_rng(0)
+    frames = []
+    for model, n in (("m", 200), ("tiny", 6)):
+        frames.append(pd.DataFrame({
+            "model_id": model, "score": rng.uniform(size=n), "label": rng.integers(0, 2, n),
+            "decision": rng.integers(0, 2, n), "race": (["0"] * 5 + ["3"] * n)[:n],
+            "sex": (["0", "1"] * n)[:n], "ethnicity": "1", "age_group": "2",
+        }))  # fmt: skip
+    frame = pd.concat(frames, ignore_index=True)
+    features = rng.uniform(size=(len(frame), 1))
+    out = run_equilense(frame, features, ("x",), tables_from_frame(frame, cfg), cfg)
+    assert isinstance(out, EquiLenseResult) and out.models["tiny"].records == "<11"
+    d = json.loads(json.dumps(out.to_dict(), allow_nan=False))
+    back = EquiLenseResult.from_dict(d)
+    assert back.to_dict() == d
+    assert back.models == out.models
+    race = back.models["m"].mppd["race"]
+    assert race.reference.group("0").pairs == "<11" and race.reference.disparity is None
+    none = run_equilense(frame, None, (), tables_from_frame(frame, cfg), cfg)
+    assert EquiLenseResult.from_dict(none.to_dict()).mppd_note == none.mppd_note

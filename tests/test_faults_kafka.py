@@ -475,9 +475,9 @@ def _hostile_payloads(n: int, seed: int) -> list[bytes | None]:
 def test_hostile_input_through_the_broker_is_stored_or_dead_lettered_once(
     kafka_broker, tmp_path  # noqa: F811
 ):
-    from consumers.config import KafkaConfig
     from consumers.kafka_source import KafkaSource
     from monitor.config import config_from_mapping
+    from monitor.config.sources import KafkaConfig
     from monitor.stream.pipeline import Pipeline
 
     topic = f"hostile-{uuid.uuid4().hex[:8]}"

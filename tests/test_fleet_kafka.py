@@ -28,6 +28,7 @@ from monitor.bench.synthetic import synthetic_window
 from monitor.config import load_config
 from monitor.core.tiers import cell_tier
 from monitor.service.app import MonitorService
+from monitor.stream.axis_payloads import axis_result
 from monitor.stream.pipeline import AxisCache
 from monitor.stream.store import Store
 from tests.faults_kafka_helpers import (
@@ -121,9 +122,9 @@ def _axes_of(store: Store) -> tuple[dict, AxisCache]:
     axes = {a: store.latest_axis_results(a) for a in ("axis2", "axis3")}
     cache = AxisCache()
     for m, cells in axes["axis2"].items():
-        cache.set_axis2(m, cells)
+        cache.set_axis2(m, axis_result("axis2", cells))
     for m, result in axes["axis3"].items():
-        cache.set_axis3(m, result)
+        cache.set_axis3(m, axis_result("axis3", result))
     return axes, cache
 
 

@@ -7,11 +7,13 @@ Real DuckDB files and the real pipeline; the broker part is tests/test_fleet_kaf
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pandas as pd
 import pytest
 
+from batch_axes.axis2 import Axis2Cell
 from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
@@ -67,7 +69,8 @@ def test_results_published_through_the_outbox_rebuild_the_same_tables(tmp_path):
     pipe = Pipeline(CFG, src)
     payloads = _records()
     _feed(pipe, payloads)
-    src.write_axis_results("axis2", "model-00", 600, [{"metric": "DI"}],
+    cell = Axis2Cell("model-00", "DI", "race", 600, math.inf, False, True, ())
+    src.write_axis_results("axis2", "model-00", 600, [cell.to_dict()],
                            pd.Timestamp("2026-11-02", tz="UTC"), position=600)  # fmt: skip
     messages = _outbox(src)
     kinds = [parse_message(k, v).kind for k, v in messages]

@@ -221,7 +221,13 @@ def test_threshold_selection_sees_only_validation_rows(cohort_dir: Path) -> None
     moved = run_interventions(str(path), config)
     for b in ("B3", "B4"):
         assert base.plans[b] == moved.plans[b]
-    assert base.rows[0]["accuracy"] != moved.rows[0]["accuracy"]  # the audit rows did change
+    assert base.rows[0].accuracy != moved.rows[0].accuracy  # the audit rows did change
+    # each baseline's result round-trips through its JSON form
+    from monitor.audit.intervene import BaselineResult
+
+    for r in base.rows:
+        back = BaselineResult.from_dict(json.loads(json.dumps(r.to_dict())))
+        assert back.to_dict() == r.to_dict()
 
 
 # ----------------------------------------------------------------------------- outputs

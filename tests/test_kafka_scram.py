@@ -19,9 +19,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from consumers.config import kafka_config_with_env
 from consumers.kafka_source import _kafka
 from monitor.bench.synthetic import synthetic_window
+from monitor.config.sources import kafka_config_with_env
 from tests.kafka_fixtures import ScramBroker, kafka_scram_broker  # noqa: F401
 
 N_RECORDS = 300

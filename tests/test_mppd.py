@@ -532,3 +532,48 @@ def test_metrics_reject_bad_input() -> None:
         mppd_pairwise(p, groups[:2], good)
     with pytest.raises(ValueError):
         individual_fairness_gap(np.array([0.1, math.nan, 0.3]), good)
+
+
+# --------------------------------------------------------------------------- round trip
+
+
+def test_results_round_trip_through_strict_json() -> None:
+    from batch_axes.mppd import GroupMPPD
+
+    X, p, groups = synthetic_similarity_cohort(400, seed=3)
+    pairs = matched_pairs(scale_features(X))
+    for result in (
+        individual_fairness_gap(p, pairs),
+        mppd_reference(p, groups, pairs),
+        mppd_pairwise(p, groups, pairs),
+    ):
+        back = type(result).from_dict(json.loads(json.dumps(result.to_dict(), allow_nan=False)))
+        assert back == result
+    withheld = GroupMPPD("a", None, "<11", True, None)  # as the small-cell rule leaves it
+    assert GroupMPPD.from_dict(json.loads(json.dumps(withheld.to_dict()))) == withheld
+
+
+_mean = st.one_of(st.none(), st.floats(0, 1))
+
+
+@given(
+    st.lists(st.tuples(_mean, st.integers(0, 100), st.booleans()), min_size=1, max_size=4),
+    st.integers(0, 50),
+)
+def test_reference_and_pairwise_round_trip(entries, min_pairs) -> None:
+    from batch_axes.mppd import GroupMPPD
+
+    names = tuple(f"g{i}" for i in range(len(entries)))
+    ref = MPPDReference(
+        names[0], min_pairs,
+        tuple(GroupMPPD(g, m, n, low, m) for g, (m, n, low) in zip(names, entries, strict=True)),
+        None,
+    )  # fmt: skip
+    assert MPPDReference.from_dict(json.loads(json.dumps(ref.to_dict()))) == ref
+    pw = MPPDPairwise(
+        names, min_pairs,
+        tuple(tuple(m for m, _, _ in entries) for _ in names),
+        tuple(tuple(n for _, n, _ in entries) for _ in names),
+        tuple(tuple(low for _, _, low in entries) for _ in names),
+    )  # fmt: skip
+    assert MPPDPairwise.from_dict(json.loads(json.dumps(pw.to_dict()))) == pw

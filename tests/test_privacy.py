@@ -20,11 +20,11 @@ import uuid
 
 import pandas as pd
 
-from consumers.config import KafkaConfig
 from consumers.kafka_source import KafkaSource
 from consumers.kafka_tools import ensure_topic, produce_records
 from monitor.audit.run import format_summary, run_audit, write_report
 from monitor.config import config_from_mapping
+from monitor.config.sources import KafkaConfig
 from monitor.service.app import MonitorService, run_until_stopped
 from tests.kafka_fixtures import kafka_broker  # noqa: F401
 

@@ -260,7 +260,7 @@ def test_mppd_withholds_a_group_of_fewer_than_11_records_with_many_pairs():
         "sex": ["0", "1"] * (n // 2), "ethnicity": "1", "age_group": "2",
     })  # fmt: skip
     features = rng.uniform(size=(n, 1))  # wide threshold: the 5-record group has 780 pairs
-    out = run_equilense(frame, features, ("x",), tables_from_frame(frame, cfg), cfg)
+    out = run_equilense(frame, features, ("x",), tables_from_frame(frame, cfg), cfg).to_dict()
     race = out["models"]["m"]["mppd"]["race"]
     small = next(e for e in race["reference"]["groups"] if e["group"] == "0")
     assert small["mean"] is None and small["pairs"] == SMALL_CELL_LABEL
@@ -284,10 +284,10 @@ def test_audit_files_and_summary_withhold_a_model_of_fewer_than_11_records(tmp_p
     pd.DataFrame(rows).to_csv(path, index=False)  # record_id is a numeric column (finding 10)
     cfg = config_from_mapping({"axis1": {"K": 30}, "axis2": {"sizes": [50, 100], "R": 3}})
     report = run_audit(path, cfg)
-    tiny = [c for c in report.cells if c["model_id"] == "tiny"]
+    tiny = [c.to_dict() for c in report.cells if c.model_id == "tiny"]
     assert tiny and all(c["value"] == SMALL_CELL_LABEL and c["cohort_n"] == SMALL_CELL_LABEL
                         for c in tiny)  # fmt: skip
-    big = [c for c in report.cells if c["model_id"] == "big"]
+    big = [c.to_dict() for c in report.cells if c.model_id == "big"]
     assert all(c["cohort_n"] == 300 for c in big)
     paths = write_report(report, tmp_path / "out")
     text = paths["cells_csv"].read_text()

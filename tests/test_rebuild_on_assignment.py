@@ -17,11 +17,11 @@ import uuid
 import pandas as pd
 import pytest
 
-from consumers.config import KafkaConfig
 from consumers.kafka_source import KafkaSource
 from consumers.kafka_tools import ensure_topic, produce_records
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
+from monitor.config.sources import KafkaConfig
 from monitor.stream.pipeline import Pipeline
 from monitor.stream.store import Store
 from tests.faults_kafka_helpers import reference_run, stream_results

@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 from markupsafe import escape
 
+from batch_axes.equilense import AttributeMPPD
 from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.cli import main
@@ -247,14 +248,14 @@ def test_small_cell_rule_is_applied_on_reading_whatever_the_writer_did():
     assert not cell_from_result({**r, "window_n": SMALL_CELL}).suppressed
     # an MPPD payload written without suppression: 5 pairs are withheld here
     raw = {"sex": {
-        "reference": {"reference": "0", "groups": [
+        "reference": {"reference": "0", "min_pairs": 30, "groups": [
             {"group": "0", "mean": 0.1, "pairs": 50, "low_support": False, "gap_to_reference": 0},
             {"group": "1", "mean": 0.4, "pairs": 5, "low_support": True, "gap_to_reference": 0.3},
         ]},
-        "pairwise": {"groups": ["0", "1"], "means": [[0.1, 0.4], [0.4, 0.2]],
+        "pairwise": {"groups": ["0", "1"], "min_pairs": 30, "means": [[0.1, 0.4], [0.4, 0.2]],
                      "pairs": [[50, 5], [5, 30]], "low_support": [[False, True], [True, False]]},
     }}  # fmt: skip
-    (a,) = mppd_attributes(raw)
+    (a,) = mppd_attributes({k: AttributeMPPD.from_dict(v) for k, v in raw.items()})
     assert a.bars[1].mean is None and a.bars[1].pairs is None and a.bars[1].suppressed
     assert a.bars[0].mean == 0.1
     assert a.pairs == ((50, None), (None, 30)) and a.means == ((0.1, None), (None, 0.2))

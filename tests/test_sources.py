@@ -25,12 +25,6 @@ from consumers.base import (
     Origin,
     SinkRetriesExhaustedError,
 )
-from consumers.config import (
-    EmbeddedConfig,
-    KafkaConfig,
-    embedded_config,
-    kafka_config_with_env,
-)
 from consumers.embedded import EmbeddedSource
 from consumers.kafka_source import (
     KafkaSource,
@@ -40,6 +34,12 @@ from consumers.kafka_tools import (
     produce_records,
 )
 from monitor.config import ConfigError, MonitorConfig
+from monitor.config.sources import (
+    EmbeddedConfig,
+    KafkaConfig,
+    embedded_config,
+    kafka_config_with_env,
+)
 from monitor.stream.schema import validate_records
 from tests.kafka_fixtures import kafka_broker  # noqa: F401
 

@@ -24,13 +24,14 @@ import csv
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 import pandas as pd
 
+from batch_axes.audit_cell import AuditCell
 from batch_axes.runner import combine_cell, run_axis2, run_axis3
 from monitor.audit.input_mapping import AuditInputError, read_cohort_file
 from monitor.audit.interventions import (
@@ -242,6 +243,47 @@ def _round(x: float | None, nd: int = 4) -> float | None:
     return None if x is None or not math.isfinite(x) else round(float(x), nd)
 
 
+@dataclass(frozen=True)
+class BaselineResult:
+    """One baseline measured on the audit split: performance, DI, the three axes, tiers.
+
+    :meth:`to_dict` is its row of ``baselines.json`` (there without ``cells``, which go to
+    ``cells.csv``); rounded as written.
+    """
+
+    baseline: str
+    method: str
+    accuracy: float | None
+    auroc: float | None
+    f1: float | None
+    di: dict[str, float | None]
+    di_pass: str  # "passing/attributes"
+    all_di_pass: bool
+    vfr_mean: float | None
+    vfr_max: float | None
+    cells_vfr_gt0: int
+    cells_stable: int
+    cells_total: int
+    kappa_mean: float | None
+    kappa: dict[str, float | None]
+    tiers: dict[str, int]
+    #: attribute -> group -> selection rate ("<11" for a group of fewer than 11 records)
+    selection_rate: dict[str, dict[str, float | str | None]]
+    cells: tuple[AuditCell, ...]
+    acc_cost_pp: float | None = None  # accuracy cost against B1, in points
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["cells"] = [c.to_dict() for c in self.cells]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BaselineResult:
+        kw = {f.name: d.get(f.name) for f in fields(cls)}
+        kw["cells"] = tuple(AuditCell.from_dict(c) for c in d.get("cells") or ())
+        return cls(**kw)
+
+
 def evaluate(
     name: str,
     part: Part,
@@ -249,7 +291,7 @@ def evaluate(
     decisions: np.ndarray,
     config: MonitorConfig,
     model_id: str,
-) -> dict[str, Any]:
+) -> BaselineResult:
     """Every figure of one baseline on the audit split: performance, DI, the three axes, tiers."""
     from sklearn.metrics import f1_score, roc_auc_score
 
@@ -277,34 +319,34 @@ def evaluate(
                               "hospital_id": part.hospital_id, **part.columns})  # fmt: skip
         a3 = run_axis3(model_id, frame, config)
     cells = [combine_cell(c, a2.get((c.metric, c.attribute)), a3, config) for c in cells1]
-    vfr = np.array([c["vfr"] for c in cells])
+    vfr = np.array([c.vfr for c in cells])
     kappas: dict[str, float] = {}
     for c in cells:
-        if c["kappa"] is not None:
-            kappas[c["metric"]] = c["kappa"]
-    tiers = {t: sum(c["tier"] == t for c in cells) for t in TIERS}
+        if c.kappa is not None:
+            kappas[c.metric] = c.kappa
+    tiers = {t: sum(c.tier.tier.value == t for c in cells) for t in TIERS}
     n_pass = sum(di_passes(d, target) for d in di.values())
     auroc = roc_auc_score(y, scores) if len(np.unique(y)) == 2 else math.nan
-    return {
-        "baseline": name,
-        "method": METHOD[name],
-        "accuracy": _round(float((decisions == y).mean())),
-        "auroc": _round(auroc),
-        "f1": _round(float(f1_score(y, decisions, zero_division=0))),
-        "di": {a: _round(v) for a, v in di.items()},
-        "di_pass": f"{n_pass}/{len(di)}",
-        "all_di_pass": n_pass == len(di),
-        "vfr_mean": _round(float(vfr.mean())),
-        "vfr_max": _round(float(vfr.max())),
-        "cells_vfr_gt0": int((vfr > 0).sum()),
-        "cells_stable": int((vfr <= config.axis1.tau_vfr).sum()),
-        "cells_total": len(cells),
-        "kappa_mean": _round(float(np.mean(list(kappas.values())))) if kappas else None,
-        "kappa": {m: _round(k) for m, k in kappas.items()},
-        "tiers": tiers,
-        "selection_rate": rates,
-        "cells": cells,
-    }
+    return BaselineResult(
+        baseline=name,
+        method=METHOD[name],
+        accuracy=_round(float((decisions == y).mean())),
+        auroc=_round(auroc),
+        f1=_round(float(f1_score(y, decisions, zero_division=0))),
+        di={a: _round(v) for a, v in di.items()},
+        di_pass=f"{n_pass}/{len(di)}",
+        all_di_pass=n_pass == len(di),
+        vfr_mean=_round(float(vfr.mean())),
+        vfr_max=_round(float(vfr.max())),
+        cells_vfr_gt0=int((vfr > 0).sum()),
+        cells_stable=int((vfr <= config.axis1.tau_vfr).sum()),
+        cells_total=len(cells),
+        kappa_mean=_round(float(np.mean(list(kappas.values())))) if kappas else None,
+        kappa={m: _round(k) for m, k in kappas.items()},
+        tiers=tiers,
+        selection_rate=rates,
+        cells=tuple(cells),
+    )
 
 
 def plan_decisions(
@@ -322,7 +364,7 @@ def plan_decisions(
 # ----------------------------------------------------------------------------- the command
 @dataclass
 class InterventionReport:
-    rows: list[dict[str, Any]]  # one per baseline
+    rows: list[BaselineResult]  # one per baseline
     sweep: list[dict[str, Any]]
     movement: list[dict[str, Any]]
     plans: dict[str, ThresholdPlan]
@@ -418,9 +460,8 @@ def run_interventions(
         _say(progress, f"audit split: {b} (axes 1-3, tiers)")
         s = scores["B2"][1] if b == "B2" else s_audit
         rows.append(evaluate(b, audit, s, decisions[b], cfg, model_id))
-    acc1 = rows[0]["accuracy"]
-    for r in rows:
-        r["acc_cost_pp"] = _round(100.0 * (acc1 - r["accuracy"]), 2)
+    acc1 = rows[0].accuracy
+    rows = [replace(r, acc_cost_pp=_round(100.0 * (acc1 - r.accuracy), 2)) for r in rows]
 
     sweep = []
     for lam in iv.lambda_sweep:
@@ -436,14 +477,14 @@ def run_interventions(
                            for v in di.values()),
         })  # fmt: skip
 
-    by_cell = {b: {(c["metric"], c["attribute"]): c for c in r["cells"]}
+    by_cell = {b: {(c.metric, c.attribute): c for c in r.cells}
                for b, r in zip(BASELINES, rows, strict=True)}  # fmt: skip
     movement = [
         {"metric": k[0], "attribute": k[1],
-         "vfr_b3": c3["vfr"], "vfr_b4": by_cell["B4"][k]["vfr"],
-         "vfr_change": round(by_cell["B4"][k]["vfr"] - c3["vfr"], 6),
-         "value_b3": _round(c3["value"]), "value_b4": _round(by_cell["B4"][k]["value"]),
-         "verdict_b3": c3["dominant_verdict"], "verdict_b4": by_cell["B4"][k]["dominant_verdict"]}
+         "vfr_b3": c3.vfr, "vfr_b4": by_cell["B4"][k].vfr,
+         "vfr_change": round(by_cell["B4"][k].vfr - c3.vfr, 6),
+         "value_b3": _round(c3.value), "value_b4": _round(by_cell["B4"][k].value),
+         "verdict_b3": c3.dominant_verdict, "verdict_b4": by_cell["B4"][k].dominant_verdict}
         for k, c3 in by_cell["B3"].items()
     ]  # fmt: skip
 
@@ -502,7 +543,7 @@ def _split_summary(
 
 # ----------------------------------------------------------------------------- writing
 def table5_rows(report: InterventionReport) -> list[dict[str, Any]]:
-    return [{"baseline": r["baseline"], "method": r["method"], **r["di"], "pass": r["di_pass"]}
+    return [{"baseline": r.baseline, "method": r.method, **r.di, "pass": r.di_pass}
             for r in report.rows]  # fmt: skip
 
 
@@ -516,10 +557,11 @@ TABLE6_COLUMNS = (
 def table6_rows(report: InterventionReport) -> list[dict[str, Any]]:
     out = []
     for r in report.rows:
-        row = {k: r.get(k) for k in TABLE6_COLUMNS}
-        row["kappa_EOPP"] = r["kappa"].get("EOPP")
-        row["kappa_EOD"] = r["kappa"].get("EOD")
-        row.update(r["tiers"])
+        d = r.to_dict()
+        row = {k: d.get(k) for k in TABLE6_COLUMNS}
+        row["kappa_EOPP"] = r.kappa.get("EOPP")
+        row["kappa_EOD"] = r.kappa.get("EOD")
+        row.update(r.tiers)
         out.append(row)
     return out
 
@@ -559,14 +601,14 @@ def write_report(report: InterventionReport, out_dir: str | Path) -> dict[str, P
     _csv(paths["table5"], table5_rows(report), ["baseline", "method", *attrs, "pass"])
     _csv(paths["table6"], table6_rows(report), TABLE6_COLUMNS)
     _csv(paths["cells"],
-         [{"baseline": r["baseline"], **c} for r in report.rows for c in r["cells"]],
+         [{"baseline": r.baseline, **c.to_dict()} for r in report.rows for c in r.cells],
          ["baseline", *CELL_COLUMNS])  # fmt: skip
     _csv(paths["movement"], report.movement, list(report.movement[0]) if report.movement else [])
     _csv(paths["sweep"],
          [{"lambda": s["lambda"], "accuracy": s["accuracy"], "auroc": s["auroc"], **s["di"],
            "di_pass": f"{s['di_pass']}/{len(attrs)}"} for s in report.sweep],
          ["lambda", "accuracy", "auroc", *attrs, "di_pass"])  # fmt: skip
-    doc = {**report.summary, "baselines": [{k: v for k, v in r.items() if k != "cells"}
+    doc = {**report.summary, "baselines": [{k: v for k, v in r.to_dict().items() if k != "cells"}
                                            for r in report.rows],
            "lambda_sweep": report.sweep, "vfr_movement_b3_b4": report.movement}  # fmt: skip
     paths["json"].write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
@@ -588,9 +630,9 @@ def format_tables(report: InterventionReport) -> str:
     ]
     for r in report.rows:
         lines.append(
-            f"{r['baseline'] + ' ' + r['method']:<24}"
-            + "".join(f"{_fmt(r['di'][a]):>11}" for a in attrs)
-            + f"{r['di_pass']:>7}"
+            f"{r.baseline + ' ' + r.method:<24}"
+            + "".join(f"{_fmt(r.di[a]):>11}" for a in attrs)
+            + f"{r.di_pass:>7}"
         )
     lines += [
         "",
@@ -600,11 +642,11 @@ def format_tables(report: InterventionReport) -> str:
     ]
     for r in report.rows:
         lines.append(
-            f"{r['baseline'] + ' ' + r['method']:<24}{_fmt(r['accuracy']):>8}{_fmt(r['auroc']):>8}"
-            f"{_fmt(r['f1']):>8}{_fmt(r['acc_cost_pp'], 2):>8}{_fmt(r['vfr_mean'], 3):>8}"
-            f"{_fmt(r['vfr_max'], 3):>8}{r['cells_vfr_gt0']:>6}"
-            f"{str(r['cells_stable']) + '/' + str(r['cells_total']):>7}"
-            f"{_fmt(r['kappa_mean'], 3):>7}{r['di_pass']:>5}"
+            f"{r.baseline + ' ' + r.method:<24}{_fmt(r.accuracy):>8}{_fmt(r.auroc):>8}"
+            f"{_fmt(r.f1):>8}{_fmt(r.acc_cost_pp, 2):>8}{_fmt(r.vfr_mean, 3):>8}"
+            f"{_fmt(r.vfr_max, 3):>8}{r.cells_vfr_gt0:>6}"
+            f"{str(r.cells_stable) + '/' + str(r.cells_total):>7}"
+            f"{_fmt(r.kappa_mean, 3):>7}{r.di_pass:>5}"
         )
     split = report.summary["split"]
     lines += ["", f"split: {split['how']}; records train/validation/audit "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -18,11 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from batch_axes.audit_cell import AuditCell
+from batch_axes.equilense import EquiLenseResult
 from batch_axes.runner import combine_cell, run_axis2, run_axis3, run_equilense
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
 from monitor.core.axis1 import run_axis1
-from monitor.core.privacy import SMALL_CELL_LABEL, withhold
+from monitor.core.privacy import SMALL_CELL_LABEL
 from monitor.core.tables import tables_from_frame
 
 #: Columns of cells.csv, in order (the first fifteen are the issue's contract).
@@ -34,18 +37,13 @@ CELL_COLUMNS = (
     "min_denominator",
 )  # fmt: skip
 
-#: Columns that stay when a cell's figures are withheld (identity and configuration).
-AUDIT_IDENTITY = frozenset(
-    {"model_id", "metric", "attribute", "threshold", "direction", "K", "groups_left_out"}
-)
-
 
 @dataclass
 class AuditReport:
     """Everything an audit produced, ready to be written or inspected."""
 
-    cells: list[dict[str, Any]]
-    equilense: dict[str, Any]
+    cells: list[AuditCell]
+    equilense: EquiLenseResult
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -93,15 +91,9 @@ def run_audit(
     )
     a2_by = {(c.model_id, c.metric, c.attribute): c for c in a2}
     # small-cell rule: a model with fewer than 11 records in the cohort shows "<11" in
-    # place of every figure of its cells (files and printed summary alike)
+    # place of every figure of its cells (files and printed summary alike: AuditCell.to_dict)
     cells = [
-        withhold(
-            combine_cell(
-                c, a2_by.get((c.model_id, c.metric, c.attribute)), a3.get(c.model_id), config
-            ),
-            c.window_n,
-            AUDIT_IDENTITY,
-        )
+        combine_cell(c, a2_by.get((c.model_id, c.metric, c.attribute)), a3.get(c.model_id), config)
         for c in a1
     ]
     eq = prog.step(
@@ -125,17 +117,16 @@ def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
         "cells_json": out / "cells.json",
         "mppd": out / "mppd.json",
     }
+    rows = [c.to_dict() for c in report.cells]
     with paths["cells_csv"].open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CELL_COLUMNS)
         w.writeheader()
-        for row in report.cells:
+        for row in rows:
             w.writerow({k: ("" if row[k] is None else row[k]) for k in CELL_COLUMNS})
     paths["cells_json"].write_text(
-        json.dumps(
-            {"cells": report.cells, "notes": report.notes, "timings_s": report.timings}, indent=1
-        )
+        json.dumps({"cells": rows, "notes": report.notes, "timings_s": report.timings}, indent=1)
     )
-    paths["mppd"].write_text(json.dumps(report.equilense, indent=1))
+    paths["mppd"].write_text(json.dumps(report.equilense.to_dict(), indent=1))
     return paths
 
 
@@ -145,24 +136,25 @@ def format_summary(report: AuditReport) -> str:
     head += f"{'N*':>9}{'kappa':>8}  tier"
     lines = [head, "-" * len(head)]
     for c in report.cells:
-        if c["value"] == SMALL_CELL_LABEL:  # withheld: fewer than 11 records
+        if c.withheld:  # fewer than 11 records
             lines.append(
-                f"{c['model_id'][:13]:<14}{c['metric']:<8}{c['attribute'][:11]:<12}"
+                f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute[:11]:<12}"
                 f"{SMALL_CELL_LABEL:>8} {SMALL_CELL_LABEL:>8}{SMALL_CELL_LABEL:>7}"
                 f"{SMALL_CELL_LABEL:>9}{SMALL_CELL_LABEL:>8}  {SMALL_CELL_LABEL}"
             )
             continue
-        value = "undef" if c["value"] is None else f"{c['value']:.3f}"
-        n_star = c["n_star"] if c["n_star"] in (None, "inf") else f"{int(c['n_star'])}"
-        kappa = "n/a" if c["kappa"] is None else f"{c['kappa']:.2f}"
-        tier = c["tier"] + (" (partial)" if c["partial"] else "")
+        value = "undef" if math.isnan(c.value) else f"{c.value:.3f}"
+        n_star = c.n_star if c.n_star is None or math.isinf(c.n_star) else int(c.n_star)
+        kappa = "n/a" if c.kappa is None else f"{c.kappa:.2f}"
+        tier = c.tier.tier.value + (" (partial)" if c.tier.partial else "")
         lines.append(
-            f"{c['model_id'][:13]:<14}{c['metric']:<8}{c['attribute'][:11]:<12}{value:>8} "
-            f"{c['dominant_verdict']:>8}{c['vfr']:>7.3f}{n_star!s:>9}{kappa:>8}  {tier}"
+            f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute[:11]:<12}{value:>8} "
+            f"{c.dominant_verdict:>8}{c.vfr:>7.3f}{n_star!s:>9}{kappa:>8}  {tier}"
         )
     counts: dict[str, int] = {}
     for c in report.cells:
-        counts[c["tier"]] = counts.get(c["tier"], 0) + 1
+        name = SMALL_CELL_LABEL if c.withheld else c.tier.tier.value
+        counts[name] = counts.get(name, 0) + 1
     lines.append("")
     lines.append("cells per tier: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     lines.extend(report.notes)

@@ -37,7 +37,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from consumers.base import Origin
-from consumers.config import KafkaConfig
 from consumers.encoding import encode_record
 from consumers.kafka_source import (
     KafkaSource,
@@ -49,6 +48,7 @@ from consumers.kafka_tools import (
 )
 from monitor.bench.synthetic import synthetic_window, with_bench_models
 from monitor.config import MonitorConfig, StartupError, config_from_mapping
+from monitor.config.sources import KafkaConfig
 from monitor.stream import eval_worker
 from monitor.stream.pipeline import Pipeline
 from monitor.stream.store import Store

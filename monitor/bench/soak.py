@@ -28,12 +28,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from consumers.config import KafkaConfig
 from consumers.kafka_source import KafkaSource
 from consumers.kafka_tools import ensure_topic
 from monitor.bench.ingest import local_broker
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import MonitorConfig, config_from_mapping
+from monitor.config.sources import KafkaConfig
 
 
 def _rss_mb(pid: int | str = "self") -> float:

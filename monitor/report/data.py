@@ -27,10 +27,15 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from batch_axes.audit_cell import AuditCell
+from batch_axes.axis2 import Axis2Cell
+from batch_axes.axis3 import Axis3Result
+from batch_axes.equilense import AttributeMPPD, EquiLenseResult
 from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.core.events import CellEvent
 from monitor.core.privacy import SMALL_CELL
+from monitor.stream.axis_payloads import axis_results
 from monitor.stream.store import latest_axis_results
 
 #: Points per cell kept for the time-series figures (event evaluations are always kept).
@@ -91,27 +96,9 @@ class EventRow(CellEvent):
 
 
 @dataclass(frozen=True)
-class CurvePoint:
-    size: int
-    cv: float | None  # None: infinite (mean 0 or undefined)
-
-
-@dataclass(frozen=True)
-class NStarCurve:
-    """Axis 2 of one cell: CV of the metric against audit size."""
-
-    metric: str
-    attribute: str
-    cohort_n: int
-    n_star: float  # math.inf when not reached below the cohort size
-    reached: bool
-    fails: bool
-    points: tuple[CurvePoint, ...]
-
-
-@dataclass(frozen=True)
-class MetricAgreement:
-    """Axis 3 of one metric: Fleiss' kappa over hospital folds, and the folds that pass."""
+class MetricKappa:
+    """Axis 3 of one metric as the page shows it: Fleiss' kappa over hospital folds (None:
+    withheld or undefined), and the folds that pass per attribute."""
 
     metric: str
     kappa: float | None
@@ -129,7 +116,7 @@ class Axis3Summary:
     n_folds: int
     n_hospitals: int
     kappa_cutoff: float
-    metrics: tuple[MetricAgreement, ...]
+    metrics: tuple[MetricKappa, ...]
 
 
 @dataclass(frozen=True)
@@ -191,7 +178,7 @@ class ModelReport:
     raw_events: int = 0  # unconfirmed changes in the period (debounced)
     #: event id -> the cell at the event (None when its history has no such evaluation)
     event_context: dict[int, CellPoint | None] = field(default_factory=dict)
-    n_star: list[NStarCurve] = field(default_factory=list)
+    n_star: list[Axis2Cell] = field(default_factory=list)  # Axis 2's cells, with their curves
     axis3: Axis3Summary | None = None
     mppd: list[MPPDAttribute] = field(default_factory=list)
     mppd_note: str = ""
@@ -264,17 +251,13 @@ def _int(x: Any) -> int | None:
 
 
 def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPoint:
-    """A stored window result (or an audit cells.json row) as a CellPoint, small-cell safe."""
-    window_n = int(r.get("window_n", r.get("cohort_n", 0)) or 0)
+    """A stored window result (``CellEvaluation.to_dict``, or the fields of it the history
+    query picks) as a CellPoint, small-cell safe."""
+    window_n = int(r.get("window_n") or 0)
     small = window_n < SMALL_CELL
 
     def shown(x: Any) -> float | None:
         return None if small else _num(x)
-
-    def axes(x: Any) -> tuple[str, ...]:
-        if isinstance(x, str):
-            return tuple(a for a in x.split("+") if a)
-        return tuple(x or ())
 
     return CellPoint(
         model_id=str(r["model_id"]),
@@ -296,11 +279,46 @@ def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPo
         confirmed_verdict=None if small else r.get("confirmed_verdict"),
         n_star=shown(r.get("n_star")),
         kappa=shown(r.get("kappa")),
-        failed_axes=axes(r.get("failed_axes")),
-        pending_axes=axes(r.get("pending_axes")),
-        partial=bool(r.get("partial")) and str(r.get("partial")) != "False",
+        failed_axes=tuple(r.get("failed_axes") or ()),
+        pending_axes=tuple(r.get("pending_axes") or ()),
+        partial=bool(r.get("partial")),
         n_pass=None if small else _int(r.get("n_pass")),
         K=_int(r.get("K")),
+        suppressed=small,
+    )
+
+
+def cell_from_audit(c: AuditCell) -> CellPoint:
+    """An offline audit's cell (a cells.json row read with ``AuditCell.from_dict``) as a
+    CellPoint; a withheld cell keeps its identity only."""
+    small = c.withheld
+
+    def shown(x: float | None) -> float | None:
+        return None if small or x is None or math.isnan(x) else x
+
+    return CellPoint(
+        model_id=c.model_id,
+        metric=c.metric,
+        attribute=c.attribute,
+        evaluation=0,
+        at=None,
+        window_n=c.cohort_n or 0,
+        threshold=c.threshold,
+        direction=c.direction,
+        value=shown(c.value),
+        vfr=shown(c.vfr),
+        ci_low=shown(c.ci_low),
+        ci_high=shown(c.ci_high),
+        dominant_verdict=None if small else c.dominant_verdict,
+        point_verdict=None if small else c.point_verdict,
+        tier="Pending" if small else c.tier.tier.value,
+        n_star=shown(c.n_star),
+        kappa=shown(c.kappa),
+        failed_axes=c.tier.failed_axes,
+        pending_axes=c.tier.pending_axes,
+        partial=c.tier.partial,
+        n_pass=None if small else c.n_pass,
+        K=c.K,
         suppressed=small,
     )
 
@@ -316,97 +334,77 @@ def _ts(x: Any) -> datetime | None:
     return t.to_pydatetime()
 
 
-def n_star_curves(payload: Iterable[Mapping[str, Any]]) -> list[NStarCurve]:
-    """Axis 2's stored cells (``Axis2Cell.to_dict``) as curves."""
-    out = []
-    for c in payload:
-        out.append(
-            NStarCurve(
-                metric=c["metric"],
-                attribute=c["attribute"],
-                cohort_n=int(c.get("cohort_n") or 0),
-                n_star=math.inf if c.get("n_star") is None else float(c["n_star"]),
-                reached=bool(c.get("reached")),
-                fails=bool(c.get("fails")),
-                points=tuple(CurvePoint(int(p["size"]), _num(p.get("cv"))) for p in c["curve"]),
-            )
-        )
-    return out
-
-
-def axis3_summary(p: Mapping[str, Any], default_cutoff: float) -> Axis3Summary:
-    """Axis 3's stored result (``Axis3Result.to_dict``): kappa per metric, folds per cell."""
+def axis3_summary(result: Axis3Result) -> Axis3Summary:
+    """Axis 3's result as the page shows it: kappa per metric, folds that pass per cell."""
     folds: dict[str, dict[str, tuple[int, int]]] = {}
-    for c in p.get("cells", []):
-        n = int(c.get("n_folds") or 0) - int(c.get("n_undefined_folds") or 0)
-        folds.setdefault(c["metric"], {})[c["attribute"]] = (int(c.get("n_pass_folds") or 0), n)
+    for c in result.cells:
+        defined = c.n_folds - c.n_undefined_folds
+        folds.setdefault(c.metric, {})[c.attribute] = (c.n_pass_folds, defined)
     metrics = tuple(
-        MetricAgreement(
-            metric=m["metric"],
-            kappa=_num(m.get("kappa")),
-            band=m.get("band"),
-            degenerate=bool(m.get("degenerate")),
-            fails=bool(m.get("fails_axis3")),
-            pass_folds=folds.get(m["metric"], {}),
+        MetricKappa(
+            metric=m.metric,
+            kappa=None if math.isnan(m.kappa) else m.kappa,
+            band=m.band,
+            degenerate=m.degenerate,
+            fails=m.fails_axis3,
+            pass_folds=folds.get(m.metric, {}),
         )
-        for m in p.get("metrics", [])
+        for m in result.metrics
     )
     return Axis3Summary(
-        applicable=bool(p.get("applicable")),
-        reason=str(p.get("reason") or p.get("note") or ""),
-        n_folds=int(p.get("n_folds") or 0),
-        n_hospitals=int(p.get("n_hospitals") or 0),
-        kappa_cutoff=float(p.get("kappa_cutoff", default_cutoff)),
+        applicable=result.applicable,
+        reason=result.reason or result.note,
+        n_folds=result.n_folds,
+        n_hospitals=result.n_hospitals,
+        kappa_cutoff=result.kappa_cutoff,
         metrics=metrics,
     )
 
 
-def mppd_attributes(per_attr: Mapping[str, Any]) -> list[MPPDAttribute]:
-    """One model's ``mppd`` entry of the EquiLense payload, with the small-cell rule re-applied.
+def _pairs_shown(pairs: int | str) -> int | None:
+    """A pair count the page may show: None when withheld or below SMALL_CELL."""
+    return pairs if isinstance(pairs, int) and pairs >= SMALL_CELL else None
+
+
+def mppd_attributes(per_attr: Mapping[str, AttributeMPPD]) -> list[MPPDAttribute]:
+    """One model's MPPD per attribute, with the small-cell rule re-applied.
 
     The service already withholds means over fewer than 11 pairs ("<11"); an older file
     or another writer may not have, so the rule is applied here again.
     """
     out = []
-    for attr, d in per_attr.items():
-        ref = d.get("reference") or {}
+    for attr, entry in per_attr.items():
+        ref, pw = entry.reference, entry.pairwise
         bars = []
-        for g in ref.get("groups", []):
-            pairs = _int(g.get("pairs"))
-            small = pairs is None or pairs < SMALL_CELL
+        for g in ref.groups:
+            pairs = _pairs_shown(g.pairs)
+            small = pairs is None
             bars.append(
                 ReferenceBar(
-                    group=str(g["group"]),
-                    mean=None if small else _num(g.get("mean")),
-                    pairs=None if small else pairs,
-                    low_support=bool(g.get("low_support")),
-                    gap=None if small else _num(g.get("gap_to_reference")),
+                    group=g.group,
+                    mean=None if small else _num(g.mean),
+                    pairs=pairs,
+                    low_support=g.low_support,
+                    gap=None if small else _num(g.gap_to_reference),
                     suppressed=small,
                 )
             )
-        pw = d.get("pairwise") or {}
-        groups = tuple(str(g) for g in pw.get("groups", []))
-        means, pairs, low = [], [], []
-        for i in range(len(groups)):
-            mr, pr = [], []
-            for j in range(len(groups)):
-                n = _int(pw["pairs"][i][j])
-                ok = n is not None and n >= SMALL_CELL
-                pr.append(n if ok else None)
-                mr.append(_num(pw["means"][i][j]) if ok else None)
-            means.append(tuple(mr))
-            pairs.append(tuple(pr))
-            lows = pw.get("low_support") or [[False] * len(groups)] * len(groups)
-            low.append(tuple(bool(x) for x in lows[i]))
+        pairs_rows = tuple(tuple(_pairs_shown(n) for n in row) for row in pw.pairs)
+        means = tuple(
+            tuple(_num(m) if n is not None else None for m, n in zip(mr, pr, strict=True))
+            for mr, pr in zip(pw.means, pairs_rows, strict=True)
+        )
+        n = len(pw.groups)
+        low = pw.low_support or tuple((False,) * n for _ in range(n))
         out.append(
             MPPDAttribute(
                 attribute=str(attr),
-                reference=ref.get("reference"),
+                reference=ref.reference,
                 bars=tuple(bars),
-                groups=groups,
-                means=tuple(means),
-                pairs=tuple(pairs),
-                low_support=tuple(low),
+                groups=pw.groups,
+                means=means,
+                pairs=pairs_rows,
+                low_support=low,
             )
         )
     return out
@@ -684,9 +682,10 @@ def read_database(
         r[0]: (int(r[1]), int(r[2]))
         for r in c.execute("SELECT model_id, records, evaluations FROM model_state").fetchall()
     }
-    axis2 = latest_axis_results(c, "axis2")
-    axis3 = latest_axis_results(c, "axis3")
-    eq = latest_axis_results(c, "equilense")
+    # the stored JSON, typed right after the read
+    axis2 = axis_results("axis2", latest_axis_results(c, "axis2"))
+    axis3 = axis_results("axis3", latest_axis_results(c, "axis3"))
+    eq = axis_results("equilense", latest_axis_results(c, "equilense"))
     hop = cfg.window.hop_records
     guard = _guard_notes(cfg)
     out_models = []
@@ -754,15 +753,11 @@ def read_database(
                 k: None if p is None else _withheld(p) for k, p in mr.event_context.items()
             }
         if model in axis2:
-            mr.n_star = n_star_curves(axis2[model])
+            mr.n_star = list(axis2[model])
         if model in axis3:
-            mr.axis3 = axis3_summary(axis3[model], cfg.axis3.kappa_cutoff)
-        for payload in eq.values():
-            entry = (payload.get("models") or {}).get(model)
-            if entry is not None:
-                mr.mppd = mppd_attributes(entry.get("mppd") or {})
-            elif payload.get("mppd_note"):
-                mr.mppd_note = str(payload["mppd_note"])
+            mr.axis3 = axis3_summary(axis3[model])
+        for result in eq.values():
+            _set_mppd(mr, result)
         mr.volume = _volume(c, model, since)
         mr.auroc = _auroc(c, model, hop, records or 0)
         out_models.append(mr)
@@ -831,7 +826,8 @@ def read_audit_dir(
         rows = raw["cells"]
     except (ValueError, KeyError, TypeError) as exc:
         raise ReportInputError(f"{cells_path}: not an audit cells.json ({exc})") from None
-    cells = [cell_from_result(r) for r in rows]
+    audit = [AuditCell.from_dict(r) for r in rows]
+    cells = [cell_from_audit(c) for c in audit]
     guard = _guard_notes(cfg)
     if guard:
         cells = [_withheld(p) for p in cells]
@@ -844,19 +840,16 @@ def read_audit_dir(
             )
         names = [m for m in names if m in models]
     metrics, attributes = _axis_names(cells, cfg)
-    eq: dict[str, Any] = {}
+    eq = None
     if (d / "mppd.json").is_file():
-        eq = json.loads((d / "mppd.json").read_text())
+        eq = EquiLenseResult.from_dict(json.loads((d / "mppd.json").read_text()))
     out = []
     for model in names:
         mine = _ordered([c for c in cells if c.model_id == model], metrics, attributes)
         mr = ModelReport(model_id=model, cells=mine)
-        mr.axis3 = _audit_axis3(rows, model, cfg)
-        entry = (eq.get("models") or {}).get(model)
-        if entry is not None:
-            mr.mppd = mppd_attributes(entry.get("mppd") or {})
-        elif eq.get("mppd_note"):
-            mr.mppd_note = str(eq["mppd_note"])
+        mr.axis3 = _audit_axis3(audit, model, cfg)
+        if eq is not None:
+            _set_mppd(mr, eq)
         mr.records = max((c.window_n for c in mine), default=None)
         out.append(mr)
     notes = [*guard, *(str(n) for n in raw.get("notes", []))]
@@ -876,22 +869,31 @@ def read_audit_dir(
     )
 
 
-def _audit_axis3(rows: list[Mapping[str, Any]], model: str, cfg: MonitorConfig) -> Axis3Summary:
-    mine = [r for r in rows if r["model_id"] == model]
-    applicable = not any(r.get("kappa_band") == "not applicable" for r in mine)
-    by_metric: dict[str, Mapping[str, Any]] = {}
-    for r in mine:
-        by_metric.setdefault(r["metric"], r)
-    small = any(int(r.get("cohort_n") or 0) < SMALL_CELL for r in mine)
+def _set_mppd(mr: ModelReport, result: EquiLenseResult) -> None:
+    """The model's MPPD from an EquiLense result, or the note saying why there is none."""
+    entry = result.models.get(mr.model_id)
+    if entry is not None:
+        mr.mppd = mppd_attributes(entry.mppd)
+    elif result.mppd_note:
+        mr.mppd_note = result.mppd_note
+
+
+def _audit_axis3(cells: list[AuditCell], model: str, cfg: MonitorConfig) -> Axis3Summary:
+    mine = [c for c in cells if c.model_id == model]
+    applicable = not any(c.kappa_band == "not applicable" for c in mine)
+    by_metric: dict[str, AuditCell] = {}
+    for c in mine:
+        by_metric.setdefault(c.metric, c)
+    small = any(c.withheld for c in mine)
     metrics = tuple(
-        MetricAgreement(
+        MetricKappa(
             metric=m,
-            kappa=None if small else _num(r.get("kappa")),
-            band=r.get("kappa_band"),
-            degenerate=bool(r.get("kappa_degenerate")),
-            fails="axis3" in str(r.get("failed_axes") or ""),
+            kappa=None if small else _num(c.kappa),
+            band=c.kappa_band,
+            degenerate=bool(c.kappa_degenerate),
+            fails="axis3" in c.tier.failed_axes,
         )
-        for m, r in by_metric.items()
+        for m, c in by_metric.items()
     )
-    reason = next((str(r.get("axis3_note")) for r in mine if r.get("axis3_note")), "")
+    reason = next((c.axis3_note for c in mine if c.axis3_note), "")
     return Axis3Summary(applicable, reason, 0, 0, cfg.axis3.kappa_cutoff, metrics)

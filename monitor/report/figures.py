@@ -379,8 +379,8 @@ def n_star_figure(
     for k, metric in enumerate(present):
         ax = axes[k // n_c][k % n_c]
         for cur in (c for c in model.n_star if c.metric == metric):
-            xs = [p.size for p in cur.points]
-            ys = [min(p.cv, top) if p.cv is not None else top for p in cur.points]
+            xs = [p.size for p in cur.curve]
+            ys = [min(p.cv, top) for p in cur.curve]  # cv is inf where not computable
             ax.plot(
                 xs,
                 ys,

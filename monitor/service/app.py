@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from batch_axes.axis3 import Axis3Result
+from batch_axes.equilense import EquiLenseResult
 from batch_axes.runner import run_axis2, run_axis3, run_equilense
 from monitor import __version__
 from monitor.config import MonitorConfig
@@ -45,6 +47,7 @@ from monitor.service.stored_views import (
     stored_windows,
 )
 from monitor.service.web_config import load_web_config
+from monitor.stream.axis_payloads import AxisResult, axis_payload
 from monitor.stream.pipeline import BatchReport, Pipeline
 from monitor.stream.store import Store
 
@@ -259,7 +262,9 @@ class MonitorService:
         )
         return frame.assign(model_id=model_id)
 
-    def _for_each_model(self, axis: str, compute: Callable[[str, pd.DataFrame], Any]) -> None:
+    def _for_each_model(
+        self, axis: str, compute: Callable[[str, pd.DataFrame], AxisResult]
+    ) -> None:
         cursor = self.store.cursor()
         try:
             # the models this instance owns: in a consumer group, those of its partitions
@@ -272,34 +277,33 @@ class MonitorService:
                 frame = self._cohort(cursor, model_id)
                 if not len(frame):
                     continue
-                payload = compute(model_id, frame)
+                result = compute(model_id, frame)
                 at = pd.Timestamp(self.clock(), unit="s", tz="UTC")
+                # the store holds JSON: converted here, right at the write
                 self.store.write_axis_results(
-                    axis, model_id, len(frame), payload, at, cursor=cursor, position=position
-                )
+                    axis, model_id, len(frame), axis_payload(result), at, cursor=cursor,
+                    position=position,
+                )  # fmt: skip
                 with self.pipeline.lock:
-                    if axis == "axis2":
-                        self.pipeline.axes.set_axis2(model_id, payload)
-                    elif axis == "axis3":
-                        self.pipeline.axes.set_axis3(model_id, payload)
+                    if isinstance(result, tuple):
+                        self.pipeline.axes.set_axis2(model_id, result)
+                    elif isinstance(result, Axis3Result):
+                        self.pipeline.axes.set_axis3(model_id, result)
         finally:
             cursor.close()
 
     def job_axis2(self) -> None:
         self._for_each_model(
-            "axis2",
-            lambda m, f: [
-                c.to_dict() for c in run_axis2(tables_from_frame(f, self.config), self.config)
-            ],
+            "axis2", lambda m, f: tuple(run_axis2(tables_from_frame(f, self.config), self.config))
         )
 
     def job_axis3(self) -> None:
-        self._for_each_model("axis3", lambda m, f: run_axis3(m, f, self.config).to_dict())
+        self._for_each_model("axis3", lambda m, f: run_axis3(m, f, self.config))
 
     def job_equilense(self) -> None:
         names = tuple(self.config.equilense.features)
 
-        def compute(model_id: str, frame: pd.DataFrame) -> dict[str, Any]:
+        def compute(model_id: str, frame: pd.DataFrame) -> EquiLenseResult:
             features = None
             if names:
                 rows = [

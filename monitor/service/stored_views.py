@@ -15,6 +15,7 @@ from monitor.core.privacy import (
     reportable,
     withhold,
 )
+from monitor.stream.axis_payloads import axis_payload, axis_result
 from monitor.stream.store import Store
 
 
@@ -49,7 +50,8 @@ def stored_axes(
     """Stored results of one scheduled axis, newest first; None for an unknown model.
 
     A result computed on a cohort of fewer than 11 records shows "<11" for its size and
-    no payload. (MPPD pair counts below 11 are already "<11" in the payload.)
+    no payload. (MPPD pair counts below 11 are already "<11" in the payload.) A payload
+    is served as its typed result's ``to_dict``, read back from the store's JSON.
     """
     cursor = store.cursor()
     try:
@@ -61,6 +63,8 @@ def stored_axes(
     for row in rows:
         if not reportable(row["cohort_n"]):
             row["cohort_n"], row["payload"] = SMALL_CELL_LABEL, None
+        else:
+            row["payload"] = axis_payload(axis_result(axis, row["payload"]))
     return rows
 
 

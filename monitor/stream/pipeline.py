@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import pickle
 import threading
 import time
@@ -33,6 +32,8 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
+from batch_axes.axis2 import Axis2Cell
+from batch_axes.axis3 import Axis3Result
 from consumers.base import Origin
 from monitor.config import MonitorConfig
 from monitor.core.axis1 import CellResult, run_axis1
@@ -41,6 +42,7 @@ from monitor.core.results import CellEvaluation, EvaluationRecord, WindowPositio
 from monitor.core.tiers import cell_tier
 from monitor.stream import eval_worker
 from monitor.stream.admission import admission_reasons, admit
+from monitor.stream.axis_payloads import axis_result
 from monitor.stream.columnar import parse_payloads, validate_table
 from monitor.stream.schema import Rejection, validate_records
 from monitor.stream.store import DeadLetter, Store
@@ -57,26 +59,27 @@ def evaluation_seed(seed: int, model_id: str, end_count: int) -> int:
 
 @dataclass
 class AxisCache:
-    """Latest scheduled-axis results per model, as the tier rule needs them."""
+    """Latest scheduled-axis results per model (typed), and the lookups the tier rule
+    reads from them: N* and kappa per (metric, attribute), whether Axis 3 applies."""
 
+    axis2: dict[str, tuple[Axis2Cell, ...]] = field(default_factory=dict)
+    axis3: dict[str, Axis3Result] = field(default_factory=dict)
     n_star: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
     kappa: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
     axis3_applicable: dict[str, bool] = field(default_factory=dict)
 
-    def set_axis2(self, model_id: str, cells: Sequence[dict[str, Any]]) -> None:
-        self.n_star[model_id] = {
-            (c["metric"], c["attribute"]): (math.inf if c["n_star"] is None else float(c["n_star"]))
-            for c in cells
-        }
+    def set_axis2(self, model_id: str, cells: Sequence[Axis2Cell]) -> None:
+        self.axis2[model_id] = tuple(cells)
+        # n_star is math.inf when not reached below the cohort size
+        self.n_star[model_id] = {(c.metric, c.attribute): c.n_star for c in cells}
 
-    def set_axis3(self, model_id: str, result: dict[str, Any]) -> None:
-        self.axis3_applicable[model_id] = bool(result.get("applicable", False))
-        self.kappa[model_id] = {
-            (c["metric"], c["attribute"]): float(c["kappa"]) for c in result.get("cells", [])
-        }
+    def set_axis3(self, model_id: str, result: Axis3Result) -> None:
+        self.axis3[model_id] = result
+        self.axis3_applicable[model_id] = result.applicable
+        self.kappa[model_id] = {(c.metric, c.attribute): c.kappa for c in result.cells}
 
     def forget(self, model_id: str) -> None:
-        for book in (self.n_star, self.kappa, self.axis3_applicable):
+        for book in (self.axis2, self.axis3, self.n_star, self.kappa, self.axis3_applicable):
             book.pop(model_id, None)
 
 
@@ -247,12 +250,13 @@ class Pipeline:
             self.trackers[(model_id, metric, attribute)] = CellTracker.from_dict(state)
             if latest:
                 self.latest[(model_id, metric, attribute)] = CellEvaluation.from_dict(latest)
-        for model_id, cells in self.store.latest_axis_results("axis2").items():
+        # the store holds JSON: typed here, right after the read
+        for model_id, payload in self.store.latest_axis_results("axis2").items():
             if wanted(model_id):
-                self.axes.set_axis2(model_id, cells)
-        for model_id, result in self.store.latest_axis_results("axis3").items():
+                self.axes.set_axis2(model_id, axis_result("axis2", payload))
+        for model_id, payload in self.store.latest_axis_results("axis3").items():
             if wanted(model_id):
-                self.axes.set_axis3(model_id, result)
+                self.axes.set_axis3(model_id, axis_result("axis3", payload))
         self._recover_missing_evaluations(models)
         # Records not seen by any written evaluation (hop or wall-clock) are what a
         # wall-clock hop may evaluate: none when the last evaluation saw the whole window,

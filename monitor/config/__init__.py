@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -30,6 +31,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from monitor.config.errors import ConfigError, config_error
+from monitor.config.sources import (
+    SECRET_FIELDS,
+    EmbeddedConfig,
+    KafkaConfig,
+    env_vars_set,
+    kafka_table_with_env,
+)
 
 Direction = Literal[">=", "<=", "abs<="]
 
@@ -90,14 +100,6 @@ SMALL_CELL_RECORDS = 11
 #: Records a group needs before its rates count (SPEC section 9 default of
 #: axis1.min_group_support; the axes' functions default to it too).
 MIN_GROUP_SUPPORT = 20
-
-
-class ConfigError(ValueError):
-    """A configuration problem, with the dotted path of the offending field."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(f"invalid configuration: field '{field}': {message}")
 
 
 class StartupError(RuntimeError):
@@ -388,9 +390,10 @@ class MonitorConfig(_Strict):
     input: InputConfig = Field(default_factory=InputConfig)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     interventions: InterventionConfig = Field(default_factory=InterventionConfig)
-    #: [kafka] and [embedded] tables, validated by the sources at start-up (consumers.config)
-    kafka: dict[str, Any] | None = None
-    embedded: dict[str, Any] = Field(default_factory=dict)
+    #: the record sources: a Kafka consumer group (None: no Kafka, the embedded replay);
+    #: [kafka] is validated with its environment overrides at load (config_from_mapping)
+    kafka: KafkaConfig | None = None
+    embedded: EmbeddedConfig = Field(default_factory=EmbeddedConfig)
     confirm_windows: int = Field(2, ge=1)
 
     @model_validator(mode="after")
@@ -499,37 +502,26 @@ def _metrics_from_toml(raw: Any) -> Any:
     return raw
 
 
-def _field_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "<root>"
+def config_from_mapping(
+    raw: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> MonitorConfig:
+    """Build a config from parsed TOML/JSON, raising ConfigError naming the field.
 
-
-def config_from_mapping(raw: Mapping[str, Any]) -> MonitorConfig:
-    """Build a config from parsed TOML/JSON, raising ConfigError naming the field."""
+    ``environ`` (default: the process environment) supplies the ``VFR_KAFKA_*``
+    overrides of ``[kafka]`` (:mod:`monitor.config.sources`): a deployment injects its
+    broker address and secrets that way, so they are part of what is validated.
+    """
+    env = os.environ if environ is None else environ
     data = dict(raw)
     if "metrics" in data:
         data["metrics"] = _metrics_from_toml(data["metrics"])
+    kafka = kafka_table_with_env(data.pop("kafka", None), env)
+    if kafka is not None:
+        data["kafka"] = kafka
     try:
         return MonitorConfig(**data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err.get("loc", ()))
-        # Name metrics and attributes by their name rather than list index.
-        if len(loc) >= 2 and loc[0] in ("metrics", "attributes") and isinstance(loc[1], int):
-            items = data.get(loc[0]) or []
-            if loc[1] < len(items) and isinstance(items[loc[1]], Mapping):
-                loc = (loc[0], items[loc[1]].get("name", loc[1]), *loc[2:])
-        msg = err.get("msg", "invalid value")
-        if not loc and err.get("type") == "value_error":
-            # whole-config checks name their field as "<field>: <message>"
-            text = msg.removeprefix("Value error, ")
-            field, _, rest = text.partition(": ")
-            raise ConfigError(field, rest or text) from None
-        if err.get("type") == "literal_error":
-            expected = (err.get("ctx") or {}).get("expected", "")
-            msg = f"got {err.get('input')!r}; allowed values: {expected}"
-        elif err.get("type") == "extra_forbidden":
-            msg = "unknown field"
-        raise ConfigError(_field_path(loc), msg) from None
+        raise config_error(exc, data, "", SECRET_FIELDS, env_vars_set(env)) from None
 
 
 def load_config(path: str | Path | None = None) -> MonitorConfig:

@@ -1,9 +1,12 @@
 """Settings of the record sources: a Kafka consumer group or the embedded replay.
 
 These models are mounted into ``MonitorConfig`` as ``kafka: KafkaConfig | None`` (absent:
-no Kafka, the embedded replay is the source) and ``embedded: EmbeddedConfig``. They follow
-``monitor.config``: strict (an unknown or misspelt key is an error, not a silent default)
-and every error names its field.
+no Kafka, the embedded replay is the source) and ``embedded: EmbeddedConfig``, validated
+when the configuration is loaded (with the environment overrides below). They follow the
+rest of the configuration: strict (an unknown or misspelt key is an error, not a silent
+default) and every error names its field (:func:`monitor.config.errors.config_error`).
+They live in the configuration layer so that the sources (``consumers``) and the monitor
+share them.
 
 Example (TOML)::
 
@@ -22,7 +25,7 @@ Example (TOML)::
     path = "scored.parquet"
     rate = 200.0          # records per second; omit for as fast as possible
 
-Environment overrides (applied by :func:`kafka_config_with_env` on top of the file; they
+Environment overrides (applied by :func:`kafka_table_with_env` on top of the file; they
 win because a deployment injects its broker address and secrets that way, never via a file
 checked into a repository):
 
@@ -63,7 +66,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -75,8 +78,7 @@ from pydantic import (
     model_validator,
 )
 
-if TYPE_CHECKING:
-    from monitor.config import ConfigError
+from monitor.config.errors import config_error
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -340,53 +342,18 @@ class EmbeddedConfig(_Strict):
         return v
 
 
-def _error_to_config_error(
-    exc: ValidationError, prefix: str, env: Mapping[str, str]
-) -> ConfigError:
-    """First pydantic error -> ConfigError naming ``prefix.field`` (and its variable, if any)."""
-    # Imported here: monitor.config will import this module to mount the models, and a
-    # module-level import back into it would be circular.
-    from monitor.config import ConfigError
-
-    err = exc.errors()[0]
-    loc = tuple(str(p) for p in err.get("loc", ()) if not isinstance(p, int))
-    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-    field = loc[0] if loc else ""
-    if not loc and err.get("type") == "value_error":
-        head, sep, rest = msg.partition(": ")
-        if sep:
-            field, msg = head, rest
-    kind = err.get("type")
-    if kind == "literal_error" and field not in SECRET_FIELDS:
-        expected = (err.get("ctx") or {}).get("expected", "")
-        msg = f"got {err.get('input')!r}; allowed values: {expected}"
-    elif kind == "extra_forbidden":
-        msg = "unknown field"
-    elif kind == "missing":
-        msg = "required"
-    from_env = [var for var, f in KAFKA_ENV_VARS.items() if f == field and env.get(var)]
-    if from_env:
-        msg += f" (set by environment variable {from_env[0]})"
-    return ConfigError(f"{prefix}.{field}" if field else prefix, msg)
-
-
 def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """KafkaConfig fields set by ``VFR_KAFKA_*`` variables (empty values ignored)."""
     env = os.environ if environ is None else environ
     return {field: env[var] for var, field in KAFKA_ENV_VARS.items() if env.get(var)}
 
 
-def kafka_config_with_env(
-    raw: KafkaConfig | Mapping[str, Any] | None,
-    environ: Mapping[str, str] | None = None,
-) -> KafkaConfig | None:
-    """The Kafka settings of the file (a model, a parsed table or None) with env overrides.
-
-    Returns None when neither the file nor ``VFR_KAFKA_BOOTSTRAP`` configures Kafka: the
-    service then uses the embedded replay. Raises ConfigError naming ``kafka.<field>``.
-    """
-    env = os.environ if environ is None else environ
-    overrides = env_overrides(env)
+def kafka_table_with_env(
+    raw: KafkaConfig | Mapping[str, Any] | None, environ: Mapping[str, str]
+) -> dict[str, Any] | None:
+    """The ``[kafka]`` settings of the file (a model, a parsed table or None) with the
+    environment's overrides, to validate; None when neither configures Kafka."""
+    overrides = env_overrides(environ)
     if raw is None and "bootstrap_servers" not in overrides:
         return None
     # exclude_unset: re-validating the dump must not turn defaults into explicit values;
@@ -401,17 +368,39 @@ def kafka_config_with_env(
         if file_field in overrides:
             base.pop(secret, None)
     base.update(overrides)
+    return base
+
+
+def env_vars_set(environ: Mapping[str, str], prefix: str = "kafka") -> dict[str, str]:
+    """Dotted KafkaConfig field -> the variable that set it (for error messages)."""
+    return {f"{prefix}.{f}": var for var, f in KAFKA_ENV_VARS.items() if environ.get(var)}
+
+
+def kafka_config_with_env(
+    raw: KafkaConfig | Mapping[str, Any] | None,
+    environ: Mapping[str, str] | None = None,
+) -> KafkaConfig | None:
+    """The Kafka settings of the file (a model, a parsed table or None) with env overrides.
+
+    Returns None when neither the file nor ``VFR_KAFKA_BOOTSTRAP`` configures Kafka: the
+    service then uses the embedded replay. Raises ConfigError naming ``kafka.<field>``.
+    """
+    env = os.environ if environ is None else environ
+    table = kafka_table_with_env(raw, env)
+    if table is None:
+        return None
     try:
-        return KafkaConfig(**base)
+        return KafkaConfig(**table)
     except ValidationError as exc:
-        raise _error_to_config_error(exc, "kafka", env) from None
+        raise config_error(exc, table, "kafka", SECRET_FIELDS, env_vars_set(env)) from None
 
 
 def embedded_config(raw: EmbeddedConfig | Mapping[str, Any] | None = None) -> EmbeddedConfig:
     """Validate an ``[embedded]`` table, raising ConfigError naming ``embedded.<field>``."""
     if isinstance(raw, EmbeddedConfig):
         return raw
+    table = dict(raw or {})
     try:
-        return EmbeddedConfig(**dict(raw or {}))
+        return EmbeddedConfig(**table)
     except ValidationError as exc:
-        raise _error_to_config_error(exc, "embedded", {}) from None
+        raise config_error(exc, table, "embedded") from None

@@ -1,0 +1,181 @@
+"""The EquiLense result of one cohort, and the small-cell rule that acts on it.
+
+:func:`batch_axes.runner.run_equilense` fills an :class:`EquiLenseResult`: the group
+metrics of every (model, attribute) table and, with similarity features, each model's
+individual-fairness gap and MPPD per attribute. It travels typed to the store, the API
+and the report; :meth:`EquiLenseResult.to_dict` is its JSON (``mppd.json``, the
+``equilense`` axis payload) and :meth:`EquiLenseResult.from_dict` reads that back.
+
+The small-cell rule is applied to the typed MPPD entries before they leave the
+computation, by their named fields: a mean over fewer than 11 pairs, and a group of
+fewer than 11 records however many pairs it has, is withheld (mean ``None``, pairs
+:data:`~monitor.core.privacy.SMALL_CELL_LABEL`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from batch_axes.equilense_groups import GroupMetricResult
+from batch_axes.mppd import GroupMPPD, IndividualFairnessGap, MPPDPairwise, MPPDReference
+from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
+
+
+@dataclass(frozen=True)
+class AttributeMPPD:
+    """MPPD of one (model, attribute): against the reference group, and group by group."""
+
+    reference: MPPDReference
+    pairwise: MPPDPairwise
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reference": self.reference.to_dict(), "pairwise": self.pairwise.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AttributeMPPD:
+        return cls(MPPDReference.from_dict(d["reference"]), MPPDPairwise.from_dict(d["pairwise"]))
+
+
+@dataclass(frozen=True)
+class ModelMPPD:
+    """One model's individual-fairness gap and MPPD per attribute.
+
+    A model of fewer than 11 records shows nothing but its id: ``records`` is
+    SMALL_CELL_LABEL, no gap, no attribute.
+    """
+
+    records: int | str
+    individual_fairness_gap: IndividualFairnessGap | None
+    mppd: dict[str, AttributeMPPD] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        gap = self.individual_fairness_gap
+        return {
+            "records": self.records,
+            "individual_fairness_gap": None if gap is None else gap.to_dict(),
+            "mppd": {name: entry.to_dict() for name, entry in self.mppd.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ModelMPPD:
+        gap = d.get("individual_fairness_gap")
+        return cls(
+            records=d["records"],
+            individual_fairness_gap=None if gap is None else IndividualFairnessGap.from_dict(gap),
+            mppd={str(k): AttributeMPPD.from_dict(v) for k, v in (d.get("mppd") or {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class EquiLenseResult:
+    """EquiLense on one cohort: group metrics of every table, MPPD of every model.
+
+    ``mppd_note`` says why MPPD did not run (no similarity features); ``models`` is
+    then empty.
+    """
+
+    threshold: float
+    scaling: str
+    features: tuple[str, ...]
+    group_metrics: tuple[GroupMetricResult, ...]
+    models: dict[str, ModelMPPD] = field(default_factory=dict)
+    mppd_note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "threshold": self.threshold,
+            "scaling": self.scaling,
+            "features": list(self.features),
+            "group_metrics": [r.to_dict() for r in self.group_metrics],
+            "models": {m: entry.to_dict() for m, entry in self.models.items()},
+        }
+        if self.mppd_note is not None:
+            out["mppd_note"] = self.mppd_note
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EquiLenseResult:
+        return cls(
+            threshold=float(d["threshold"]),
+            scaling=str(d["scaling"]),
+            features=tuple(str(f) for f in d.get("features") or ()),
+            group_metrics=tuple(
+                GroupMetricResult.from_dict(r) for r in d.get("group_metrics") or ()
+            ),
+            models={str(m): ModelMPPD.from_dict(v) for m, v in (d.get("models") or {}).items()},
+            mppd_note=d.get("mppd_note"),
+        )
+
+
+# --------------------------------------------------------------------------- small-cell rule
+
+
+def _withheld(entry: GroupMPPD) -> GroupMPPD:
+    return replace(entry, mean=None, pairs=SMALL_CELL_LABEL, gap_to_reference=None)
+
+
+def _few(pairs: int | str) -> bool:
+    return isinstance(pairs, int) and pairs < SMALL_CELL
+
+
+def suppress_small_gap(gap: IndividualFairnessGap) -> IndividualFairnessGap:
+    """The individual-fairness gap over fewer than 11 pairs is withheld (see below)."""
+    return replace(gap, mean=None, pairs=SMALL_CELL_LABEL) if _few(gap.pairs) else gap
+
+
+def suppress_small_pair_counts(entry: AttributeMPPD) -> AttributeMPPD:
+    """Small-cell rule for MPPD by pairs: a mean over fewer than 11 pairs is withheld.
+
+    Why: a mean over one pair is |p_i - p_j| of two identifiable patients, a
+    record-level value. Reference entries are withheld whole; the pairwise matrices
+    cell by cell.
+    """
+    ref, pw = entry.reference, entry.pairwise
+    groups = tuple(_withheld(g) if _few(g.pairs) else g for g in ref.groups)
+    means = tuple(
+        tuple(None if _few(n) else m for m, n in zip(mr, nr, strict=True))
+        for mr, nr in zip(pw.means, pw.pairs, strict=True)
+    )
+    pairs = tuple(tuple(SMALL_CELL_LABEL if _few(n) else n for n in nr) for nr in pw.pairs)
+    return AttributeMPPD(replace(ref, groups=groups), replace(pw, means=means, pairs=pairs))
+
+
+def suppress_small_groups(entry: AttributeMPPD, sizes: Mapping[str, int]) -> AttributeMPPD:
+    """Small-cell rule for MPPD by group records: a group with fewer than 11 records is
+    withheld however many pairs it has (its mean is a figure about fewer than 11
+    patients); a pairwise cell is withheld when either group is small; a small
+    reference group leaves no gap to show.
+    """
+    small = {g for g, n in sizes.items() if n < SMALL_CELL}
+    ref, pw = entry.reference, entry.pairwise
+    ref_small = ref.reference in small
+    groups = tuple(
+        _withheld(g) if g.group in small
+        else replace(g, gap_to_reference=None) if ref_small
+        else g
+        for g in ref.groups
+    )  # fmt: skip
+    hidden = [[a in small or b in small for b in pw.groups] for a in pw.groups]
+    means = tuple(
+        tuple(None if h else m for m, h in zip(mr, hr, strict=True))
+        for mr, hr in zip(pw.means, hidden, strict=True)
+    )
+    pairs = tuple(
+        tuple(SMALL_CELL_LABEL if h else n for n, h in zip(nr, hr, strict=True))
+        for nr, hr in zip(pw.pairs, hidden, strict=True)
+    )
+    return AttributeMPPD(replace(ref, groups=groups), replace(pw, means=means, pairs=pairs))
+
+
+def disparity_of_shown(entry: AttributeMPPD) -> AttributeMPPD:
+    """The reference disparity recomputed over the means left after suppression."""
+    shown = [g.mean for g in entry.reference.groups if g.mean is not None]
+    disparity = max(shown) - min(shown) if len(shown) >= 2 else None
+    return replace(entry, reference=replace(entry.reference, disparity=disparity))
+
+
+def suppress_small_cells(entry: AttributeMPPD, sizes: Mapping[str, int]) -> AttributeMPPD:
+    """Every small-cell rule of one attribute's MPPD, in order: pairs, groups, disparity."""
+    return disparity_of_shown(suppress_small_groups(suppress_small_pair_counts(entry), sizes))

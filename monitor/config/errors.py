@@ -1,0 +1,77 @@
+"""One translation of a pydantic validation error into a message that names the field.
+
+Every part of the configuration (the monitor's sections, ``[kafka]``, ``[embedded]``)
+goes through :func:`config_error`, so a bad field is named the same way wherever it is:
+``invalid configuration: field 'kafka.max_batch': ...``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+#: A whole-model check names its field first: "<field>: <message>".
+_FIELD_FIRST = re.compile(r"^([A-Za-z_][\w.]*): (.*)$", re.S)
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with the dotted path of the offending field."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"invalid configuration: field '{field}': {message}")
+
+
+def _path(loc: tuple[Any, ...], data: Any) -> list[str]:
+    """The dotted path of ``loc`` in ``data``: a list item is named by its ``name``
+    (metrics, attributes) or its index; an index into a value that was not a list in the
+    input (a comma-separated string) is dropped."""
+    out: list[str] = []
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            if isinstance(node, list | tuple):
+                item = node[part] if part < len(node) else None
+                name = item.get("name", part) if isinstance(item, Mapping) else part
+                out.append(str(name))
+                node = item
+            continue
+        out.append(str(part))
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return out
+
+
+def config_error(
+    exc: ValidationError,
+    data: Mapping[str, Any],
+    prefix: str = "",
+    secret_fields: frozenset[str] = frozenset(),
+    env_vars: Mapping[str, str] | None = None,
+) -> ConfigError:
+    """The first error of ``exc`` (validating ``data``) as a ConfigError naming its field.
+
+    ``prefix``: the section ``data`` is (``"kafka"`` when a table is validated alone);
+    ``secret_fields``: fields whose input never appears in a message; ``env_vars``: dotted
+    field -> the environment variable that set it (named in the message).
+    """
+    err = exc.errors()[0]
+    path = ([prefix] if prefix else []) + _path(tuple(err.get("loc", ())), data)
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    kind = err.get("type")
+    if kind == "value_error" and (m := _FIELD_FIRST.match(msg)):
+        path, msg = [*path, m.group(1)], m.group(2)
+    field = ".".join(path) or "<root>"
+    if kind == "literal_error" and path and path[-1] not in secret_fields:
+        expected = (err.get("ctx") or {}).get("expected", "")
+        msg = f"got {err.get('input')!r}; allowed values: {expected}"
+    elif kind == "extra_forbidden":
+        msg = "unknown field"
+    elif kind == "missing":
+        msg = "required"
+    var = (env_vars or {}).get(field)
+    if var:
+        msg += f" (set by environment variable {var})"
+    return ConfigError(field, msg)
