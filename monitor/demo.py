@@ -317,7 +317,7 @@ def _draw(
     stream: ScoredStream,
 ) -> None:
     elapsed = time.perf_counter() - t_stream
-    evals = sum(service.pipeline.evaluations.values())
+    evals = service.pipeline.evaluation_total()
     times = stream.frame["event_time"]
     at = times.iloc[min(done, len(times) - 1)].strftime("%Y-%m-%d") if len(times) else "-"
     header = [

@@ -111,8 +111,8 @@ def test_a_restart_does_not_evaluate_an_unchanged_window_again(tmp_path):
     pipe.flush()
     clock.t += 11
     assert pipe.tick() == 1  # the interim evaluation of position 470
-    latest = {k: c.result for k, c in pipe.latest.items()}
-    assert {c.result.window_n for c in pipe.latest.values()} == {300}
+    latest = {c.key: c.result for c in pipe.latest_cells()}
+    assert {c.result.window_n for c in pipe.latest_cells()} == {300}
     for _ in range(10):  # ten restarts, each ticking at once and later
         store.close()
         store = Store(tmp_path / "m.duckdb", TICKING)
@@ -120,11 +120,11 @@ def test_a_restart_does_not_evaluate_an_unchanged_window_again(tmp_path):
         assert pipe.tick() == 0
         clock.t += 11
         assert pipe.tick() == 0
-        assert {k: c.result for k, c in pipe.latest.items()} == latest
+        assert {c.key: c.result for c in pipe.latest_cells()} == latest
     assert store.model_states()["model-00"]["evaluated_records"] == 470
     # the interim evaluation is the cells' latest, not a numbered one
     assert store.counts()["window_results"] == 4 * 28
-    assert pipe.evaluations["model-00"] == 4
+    assert pipe.model_view("model-00").evaluations == 4
     # a record more: the next tick evaluates the changed window, once
     more = [p for p in _payloads(480, models=1) if b'"r470"' in p]
     pipe.ingest_batch(more, [Origin("t", 0, 470)])
@@ -272,12 +272,12 @@ def test_a_time_window_restores_by_the_latest_event_time_not_the_last_arrival(tm
     pipe = Pipeline(cfg, store)
     _ingest(pipe, payloads, 0, 250)
     pipe.flush()
-    live = pipe.windows["model-00"]
+    live = pipe._models["model-00"].window  # the window itself (no read method shows it)
     live_counts = {k: t.counts.copy() for k, t in live.table_map().items()}
     assert 0 < live.n < 250
     store.close()
     store = Store(tmp_path / "t.duckdb", cfg)
-    restored = Pipeline(cfg, store).windows["model-00"]
+    restored = Pipeline(cfg, store)._models["model-00"].window
     assert restored.n == live.n
     for k, t in restored.table_map().items():
         np.testing.assert_array_equal(t.counts, live_counts[k])

@@ -143,7 +143,7 @@ def test_a_revoked_partition_is_dropped_and_restored_when_it_comes_back(tmp_path
     assert pipe.owned_models() == ["model-00", "model-01", "model-02"]
     assert pipe.forget_partitions([("t", 1)]) == ["model-01"]
     assert pipe.owned_models() == ["model-00", "model-02"]
-    assert not any(k[0] == "model-01" for k in pipe.latest)
+    assert not any(c.key[0] == "model-01" for c in pipe.latest_cells())
     assert "model-01" not in pipe.axes.n_star
     _feed(pipe, payloads, start=half)  # model-01's records arrive again
     assert pipe.owned_models() == ["model-00", "model-01", "model-02"]

@@ -113,7 +113,7 @@ def test_only_registered_or_capped_models_get_state(tmp_path_factory, ids, mode,
                 allowed.add(m)
     stored = set(store.models())
     assert stored == {m for m in ids if m in allowed}
-    assert set(pipe.windows) == stored and len(pipe.windows) <= max(cap, 2)
+    assert set(pipe.owned_models()) == stored and len(pipe.owned_models()) <= max(cap, 2)
     want = sorted(
         "invalid:model_id" if m == "a b"
         else ("unknown_model" if mode == "dead-letter" else "too_many_models")
@@ -152,7 +152,7 @@ def test_model_id_with_a_space_is_dead_lettered_and_never_exported(tmp_path):
         recs += [{**GOOD, "record_id": f"g{i}", "model_id": "m1", "sex": str(i % 2)}
                  for i in range(40)]  # fmt: skip
         _send(svc.pipeline, recs)
-        assert "a b" not in svc.pipeline.windows
+        assert "a b" not in svc.pipeline.owned_models()
         text = svc.exporter.render().decode()
         assert 'model="m1"' in text and "a b" not in text
         assert _sample(text, "vfr_ingest_rejected_total", reason="invalid:model_id") == 30
@@ -508,7 +508,7 @@ def test_old_events_counter_counts_each_old_record_once(tmp_path):
         _send(svc.pipeline, recent)
         _send(svc.pipeline, old + more, start=10)
         _send(svc.pipeline, [{**GOOD, "record_id": f"c{i}"} for i in range(10)], start=20)
-        assert svc.pipeline.windows["m1"].old_events == 3
+        assert svc.pipeline.model_view("m1").old_events == 3
         text = svc.exporter.render().decode()
         assert _sample(text, "vfr_old_events_total", model="m1") == 3
     finally:

@@ -267,6 +267,10 @@ class CountTable:
     def group_counts(self) -> np.ndarray:
         return self.counts.sum(axis=(1, 2, 3))
 
+    def selected_counts(self) -> np.ndarray:
+        """Records with decision 1 per group (the selection rate's numerator), shape (G,)."""
+        return self.counts[:, :, 1, :].sum(axis=(1, 2))
+
     def stratum_counts(self) -> np.ndarray:
         """Records per (group, label) stratum, shape (G, 2)."""
         return self.counts.sum(axis=(2, 3))

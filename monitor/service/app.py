@@ -122,7 +122,7 @@ class MonitorService:
         self.source_health: Callable[[], tuple[bool, str]] | None = None
         self.last_ingest = clock()
         # a restart must not count the restored windows' old events again
-        self._old_events_seen = {m: w.old_events for m, w in self.pipeline.windows.items()}
+        self._old_events_seen = {v.model_id: v.old_events for v in self.pipeline.model_views()}
         # and keeps each model's last evaluation time (VFRMonitorStale reads it): a model
         # restored from the file with no new records must still look stale when it is
         self._last_evaluation = self.store.last_evaluation_times()
@@ -169,26 +169,21 @@ class MonitorService:
         """What a scrape shows: the latest evaluation of every cell, each model's window
         (size, groups), health and last evaluation time, and the consumer lag."""
         cells = self.latest_cells()
-        with self.pipeline.lock:
-            models = []
-            for model, w in self.pipeline.windows.items():
-                groups = {}
-                for attr, table in w.tables.items():
-                    sizes = table.group_counts()
-                    selected = table.counts[:, :, 1, :].sum(axis=(1, 2))
-                    groups[attr] = {
-                        g: GroupStat(int(n), float(s) / n if n else 0.0)
-                        for g, n, s in zip(table.groups, sizes, selected, strict=True)
-                    }
-                h = self.health.get(model)
-                models.append(
-                    ModelStatus(
-                        model, w.n, groups,
-                        auroc=None if h is None else h.auroc,
-                        accuracy=None if h is None else h.accuracy,
-                        last_evaluation_at=self._last_evaluation.get(model),
-                    )
-                )  # fmt: skip
+        models = []
+        for view in self.pipeline.model_views():
+            groups = {
+                attr: {g: GroupStat(s.records, s.selection_rate) for g, s in by_group.items()}
+                for attr, by_group in view.groups.items()
+            }
+            h = self.health.get(view.model_id)
+            models.append(
+                ModelStatus(
+                    view.model_id, view.window_records, groups,
+                    auroc=None if h is None else h.auroc,
+                    accuracy=None if h is None else h.accuracy,
+                    last_evaluation_at=self._last_evaluation.get(view.model_id),
+                )
+            )  # fmt: skip
         return StateSnapshot(cells, models, {self.source_name: dict(self._lag)})
 
     def _after_batch(self, report: BatchReport) -> None:
@@ -237,8 +232,10 @@ class MonitorService:
     def _count_evaluation(self, model: str, seconds: float, now: float) -> None:
         self.exporter.count_evaluation(model, seconds)
         self._last_evaluation[model] = now
-        with self.pipeline.lock:
-            old = self.pipeline.windows[model].old_events
+        view = self.pipeline.model_view(model)
+        if view is None:  # revoked since the evaluation was reported
+            return
+        old = view.old_events
         # the window keeps a running total; the counter takes what is new since last time
         self.exporter.count_old_events(model, old - self._old_events_seen.get(model, 0))
         self._old_events_seen[model] = old
@@ -269,11 +266,10 @@ class MonitorService:
         try:
             # the models this instance owns: in a consumer group, those of its partitions
             for model_id in self.pipeline.owned_models():
-                with self.pipeline.lock:
-                    w = self.pipeline.windows.get(model_id)
-                    position = None if w is None else w.arrivals
-                if position is None:  # revoked meanwhile
+                view = self.pipeline.model_view(model_id)
+                if view is None:  # revoked meanwhile
                     continue
+                position = view.arrivals
                 frame = self._cohort(cursor, model_id)
                 if not len(frame):
                     continue
@@ -348,9 +344,7 @@ class MonitorService:
 
     def latest_cells(self) -> list[CellEvaluation]:
         """The latest evaluation of every cell, in (model, metric, attribute) order."""
-        with self.pipeline.lock:
-            cells = list(self.pipeline.latest.values())
-        return sorted(cells, key=lambda c: c.key)
+        return self.pipeline.latest_cells()
 
     def cells(self) -> list[dict]:
         """Latest cells; a cell whose window has fewer than 11 records shows ``<11`` in
@@ -364,8 +358,7 @@ class MonitorService:
         kept until the next evaluation or for ``STATUS_PAGE_MAX_AGE_S``, whichever is
         first: a page takes seconds to draw, a scrape of ``/`` must not cost that each time.
         """
-        with self.pipeline.lock:
-            version = sum(self.pipeline.evaluations.values())
+        version = self.pipeline.evaluation_total()
         now = self.clock()
         cached = self._status_page
         if cached is not None and cached[0] == version and now - cached[1] < STATUS_PAGE_MAX_AGE_S:
@@ -380,9 +373,8 @@ class MonitorService:
     def windows(
         self, model: str, metric: str, attribute: str, limit: int, before: int | None = None
     ) -> list[dict] | None:
-        with self.pipeline.lock:
-            if (model, metric, attribute) not in self.pipeline.latest:
-                return None
+        if not self.pipeline.has_cell(model, metric, attribute):
+            return None
         return stored_windows(self.store, model, metric, attribute, limit, before)
 
     def models(self) -> list[dict]:

@@ -44,6 +44,8 @@ from monitor.stream import eval_worker
 from monitor.stream.admission import admission_reasons, admit
 from monitor.stream.axis_payloads import axis_result
 from monitor.stream.columnar import parse_payloads, validate_table
+from monitor.stream.model_state import ModelState, ModelView
+from monitor.stream.ownership import Partition, PartitionOwnership
 from monitor.stream.schema import Rejection, validate_records
 from monitor.stream.store import DeadLetter, Store
 from monitor.stream.window import ModelWindow, RecordBatch
@@ -185,17 +187,11 @@ class Pipeline:
         self.on_batch = on_batch
         self.drift = drift  # a DriftBook-like object: update(key, value) -> bool
         self.clock = clock
-        self.windows: dict[str, ModelWindow] = {}
-        self.trackers: dict[tuple[str, str, str], CellTracker] = {}
-        self.evaluations: dict[str, int] = {}
-        self.latest: dict[tuple[str, str, str], CellEvaluation] = {}
+        #: each model held in memory: its window, trackers, latest cells, counters
+        self._models: dict[str, ModelState] = {}
         self.axes = AxisCache()
-        self._last_eval_wall: dict[str, float] = {}
-        self._since_eval: dict[str, int] = {}
         #: on_batch failures after a committed batch (the batch itself is not redelivered)
         self.observer_failures = 0
-        #: end count of each model's last written evaluation (see restore)
-        self._evaluated: dict[str, int] = {}
         #: hop evaluations submitted to the worker, in stream order, not written yet
         self._pending: list[_Job] = []
         #: reports of evaluations recovered at start-up, for the next on_batch call
@@ -208,29 +204,25 @@ class Pipeline:
         self.stats = PipelineStats()
         #: False: every batch takes the per-message path (the columnar path's oracle)
         self.columnar = True
-        #: each model's source partition (its latest record's), for forget_partitions
-        self._partition_of: dict[str, tuple[str, int]] = {}
-        #: entries of _partition_of not yet in the store (written with the next batch)
-        self._partition_changes: dict[str, tuple[str, int]] = {}
-        #: models dropped from memory because their partition was revoked
-        self._forgotten: set[str] = set()
+        #: each model's source partition, and the models dropped as their partition was revoked
+        self._ownership = PartitionOwnership()
         if self.use_worker:
             eval_worker.start()
         self.restore()
 
     # ------------------------------------------------------------------ restart
     def restore(self, models: Collection[str] | None = None) -> None:
-        """Rebuild windows, trackers and axis caches from the DuckDB file (of ``models``
-        only, when given: a model whose partition came back to this instance)."""
+        """Rebuild the models' states and axis caches from the DuckDB file (of ``models``
+        only, when given: a model whose partition came back to this instance; else of
+        every model but those dropped because their partition was revoked)."""
         cfg = self.config
+        dropped = self._ownership.forgotten
 
         def wanted(model_id: str) -> bool:
-            return models is None or model_id in models
+            return model_id in models if models is not None else model_id not in dropped
 
-        for model_id, where in self.store.model_partitions().items():
-            if wanted(model_id):
-                self._partition_of.setdefault(model_id, where)
-
+        self._ownership.load(self.store.model_partitions(), models)
+        restored: dict[str, ModelState] = {}
         for model_id, st in self.store.model_states().items():
             if not wanted(model_id):
                 continue
@@ -240,16 +232,18 @@ class Pipeline:
                 w.add(RecordBatch.from_frame(frame, cfg))
             w.arrivals = st["records"]
             w.old_events = st["old_events"]
-            self.windows[model_id] = w
-            self.evaluations[model_id] = st["evaluations"]
             done = st.get("evaluated_records")
-            self._evaluated[model_id] = st["records"] if done is None else done
+            restored[model_id] = ModelState(
+                w, evaluations=st["evaluations"], evaluated=st["records"] if done is None else done
+            )
         for model_id, metric, attribute, state, latest in self.store.cell_states():
-            if not wanted(model_id):
+            ms = restored.get(model_id)
+            if ms is None:  # cell states are written with their model's state: not wanted
                 continue
-            self.trackers[(model_id, metric, attribute)] = CellTracker.from_dict(state)
+            ms.trackers[(metric, attribute)] = CellTracker.from_dict(state)
             if latest:
-                self.latest[(model_id, metric, attribute)] = CellEvaluation.from_dict(latest)
+                ms.latest[(metric, attribute)] = CellEvaluation.from_dict(latest)
+        self._models.update(restored)
         # the store holds JSON: typed here, right after the read
         for model_id, payload in self.store.latest_axis_results("axis2").items():
             if wanted(model_id):
@@ -257,26 +251,25 @@ class Pipeline:
         for model_id, payload in self.store.latest_axis_results("axis3").items():
             if wanted(model_id):
                 self.axes.set_axis3(model_id, axis_result("axis3", payload))
-        self._recover_missing_evaluations(models)
+        self._recover_missing_evaluations(restored)
         # Records not seen by any written evaluation (hop or wall-clock) are what a
         # wall-clock hop may evaluate: none when the last evaluation saw the whole window,
-        # so a restart never evaluates an unchanged window again.
-        for model_id, w in self.windows.items():
-            if not wanted(model_id):
-                continue
-            self._since_eval[model_id] = w.arrivals - self._evaluated.get(model_id, w.arrivals)
+        # so a restart never evaluates an unchanged window again. The hop cadence goes on
+        # from the last stored evaluation (the time the service exports for it).
+        last = self.store.last_evaluation_times()
+        for model_id, ms in restored.items():
+            ms.since_eval = ms.window.arrivals - ms.evaluated
+            ms.last_eval_wall = last.get(model_id, 0.0)
 
-    def _recover_missing_evaluations(self, models: Collection[str] | None = None) -> None:
+    def _recover_missing_evaluations(self, restored: dict[str, ModelState]) -> None:
         """Hop points whose records were committed but whose evaluation was not written
         (the process stopped while the worker computed it): recompute them from the
         stored records, in stream order, before anything new is ingested."""
         hop = self.config.window.hop_records
         jobs = []
-        for model_id, w in sorted(self.windows.items()):
-            if models is not None and model_id not in models:
-                continue
-            done = self._evaluated.get(model_id, w.arrivals)
-            for end in range((done // hop + 1) * hop, w.arrivals + 1, hop):
+        for model_id, ms in sorted(restored.items()):
+            done = ms.window.arrivals if ms.evaluated is None else ms.evaluated
+            for end in range((done // hop + 1) * hop, ms.window.arrivals + 1, hop):
                 jobs.append(self._job_at(model_id, end))
         if not jobs:
             return
@@ -372,7 +365,7 @@ class Pipeline:
             decoded, index, dead = self._decode(payloads, origins)
         with self.stats.stage("validate"):
             checked = validate_records(decoded, self.config)
-            admission = admit(checked.valid, self.windows.keys(), now, self.config)
+            admission = admit(checked.valid, self._models.keys(), now, self.config)
         valid = admission.admitted
         for r in checked.rejected + admission.refused:
             o = origins[index[r.index]]
@@ -407,7 +400,7 @@ class Pipeline:
             valid = checked.valid
             reason = admission_reasons(
                 valid["event_time"].to_pandas(), valid["model_id"].to_numpy(zero_copy_only=False),
-                self.windows.keys(), now, self.config,
+                self._models.keys(), now, self.config,
             )  # fmt: skip
             refused = reason != None  # noqa: E711 (elementwise)
             positions = valid["position"].to_numpy()
@@ -441,8 +434,7 @@ class Pipeline:
                 with self.store.transaction():
                     with stats.stage("store"):
                         self.store.write_source_offsets(origins)
-                        self.store.write_model_partitions(self._partition_changes)
-                        self._partition_changes = {}
+                        self.store.write_model_partitions(self._ownership.take_changes())
                         outcome = self.store.ingest_table(batch.rows, batch.dead, now)
                         report.accepted, report.duplicates = outcome.inserted, outcome.duplicates
                         # what was dead-lettered now: a redelivered letter is not counted again
@@ -480,7 +472,7 @@ class Pipeline:
             stats.batches += 1
         self._report(report)
 
-    def forget_partitions(self, partitions: Collection[tuple[str, int]]) -> list[str]:
+    def forget_partitions(self, partitions: Collection[Partition]) -> list[str]:
         """Drop the models last seen on ``partitions`` (revoked from this instance) from
         memory, after writing their evaluations still in the worker; returns them.
 
@@ -491,16 +483,13 @@ class Pipeline:
         :meth:`_restore_returning`).
         """
         with self.lock:
-            revoked = set(partitions)
-            gone = sorted(m for m, p in self._partition_of.items()
-                          if p in revoked and m in self.windows)  # fmt: skip
+            gone = sorted(m for m in self._ownership.models_on(partitions) if m in self._models)
             if not gone:
                 return []
             self.flush()
             for model_id in gone:
                 self._drop(model_id)
-                self._partition_of.pop(model_id, None)
-                self._forgotten.add(model_id)
+            self._ownership.revoke(gone)
         log.info("models of revoked partitions dropped from memory: %d", len(gone))
         return gone
 
@@ -517,46 +506,64 @@ class Pipeline:
         np.maximum.at(last, enc.indices.to_numpy(zero_copy_only=False), positions)
         for name, i in zip(names, last, strict=True):
             o = origins[int(i)]
-            where = (o.topic, o.partition)
-            if self._partition_of.get(str(name)) != where:
-                self._partition_of[str(name)] = where
-                self._partition_changes[str(name)] = where
-        if self._forgotten:
-            self._restore_returning(set(names))
+            self._ownership.note(str(name), (o.topic, o.partition))
+        if self._ownership.forgotten:
+            self._restore_returning({str(n) for n in names})
 
-    def keep_partitions(self, owned: Collection[tuple[str, int]]) -> list[str]:
+    def keep_partitions(self, owned: Collection[Partition]) -> list[str]:
         """The group's assignment of this member (all of it): drop the models whose
         partition is elsewhere now (a member restarted on a file that holds models the
         group has since given to another member); returns them."""
         with self.lock:
-            owned = set(owned)
-            stray = {p for m, p in self._partition_of.items() if p not in owned}
+            stray = self._ownership.partitions_outside(owned)
         return self.forget_partitions(stray) if stray else []
 
     def owned_models(self) -> list[str]:
         """The models this instance holds in memory (all of its file's, unless revoked)."""
         with self.lock:
-            return sorted(self.windows)
+            return sorted(self._models)
 
     def _drop(self, model_id: str) -> None:
-        self.windows.pop(model_id, None)
-        self.evaluations.pop(model_id, None)
-        self._evaluated.pop(model_id, None)
-        self._since_eval.pop(model_id, None)
-        self._last_eval_wall.pop(model_id, None)
-        for key in [k for k in self.trackers if k[0] == model_id]:
-            del self.trackers[key]
-        for key in [k for k in self.latest if k[0] == model_id]:
-            del self.latest[key]
+        self._models.pop(model_id, None)
         self.axes.forget(model_id)
 
     def _restore_returning(self, models: Collection[str]) -> None:
         """Models dropped by :meth:`forget_partitions` whose records arrive again: restore
         them from the file before the batch touches their windows."""
-        back = self._forgotten.intersection(models)
+        back = self._ownership.returning(models)
         if back:
-            self._forgotten.difference_update(back)
             self.restore(back)
+
+    # ------------------------------------------------------------------ reads (the service's)
+    # Each takes the lock and returns copies or frozen values: the service never holds
+    # the lock nor sees the mutable state.
+    def latest_cells(self) -> list[CellEvaluation]:
+        """The latest evaluation of every cell, in (model, metric, attribute) order."""
+        with self.lock:
+            cells = [c for ms in self._models.values() for c in ms.latest.values()]
+        return sorted(cells, key=lambda c: c.key)
+
+    def has_cell(self, model_id: str, metric: str, attribute: str) -> bool:
+        """Whether this instance holds an evaluated cell (model, metric, attribute)."""
+        with self.lock:
+            ms = self._models.get(model_id)
+            return ms is not None and (metric, attribute) in ms.latest
+
+    def model_views(self) -> list[ModelView]:
+        """Each model held in memory: window size, stream position, groups; by model id."""
+        with self.lock:
+            return [self._models[m].view() for m in sorted(self._models)]
+
+    def model_view(self, model_id: str) -> ModelView | None:
+        """One model's view; None when it is not held here (unknown, or revoked)."""
+        with self.lock:
+            ms = self._models.get(model_id)
+            return None if ms is None else ms.view()
+
+    def evaluation_total(self) -> int:
+        """Numbered evaluations of the models held here, summed (grows with each hop)."""
+        with self.lock:
+            return sum(ms.evaluations for ms in self._models.values())
 
     def source_offsets(self) -> dict[tuple[str, int], int]:
         """Per (topic, partition), the offset after the last message this store holds (the
@@ -576,14 +583,8 @@ class Pipeline:
             if job.future is not None:
                 job.future.cancel()
         self._pending.clear()
-        self._evaluated.clear()
-        self.windows.clear()
-        self.trackers.clear()
-        self.latest.clear()
-        self.evaluations.clear()
-        self._since_eval.clear()
-        self._partition_of.clear()
-        self._partition_changes = {}
+        self._models.clear()
+        self._ownership.reset()
         self.restore()
         self._stale = False
 
@@ -656,11 +657,10 @@ class Pipeline:
         ends = np.cumsum(np.bincount(codes, minlength=len(names)))
         for k in sorted(range(len(names)), key=lambda j: str(names[j])):
             model_id = str(names[k])
-            w = self.windows.get(model_id)
-            if w is None:
-                w = self.windows[model_id] = ModelWindow(model_id, self.config)
-                self.evaluations[model_id] = 0
-                self._since_eval[model_id] = 0
+            ms = self._models.get(model_id)
+            if ms is None:
+                ms = self._models[model_id] = ModelState(ModelWindow(model_id, self.config))
+            w = ms.window
             start = ends[k - 1] if k else 0
             batch = new.take(order[start : ends[k]])
             report.new_records[model_id] = (batch.label, batch.score, batch.decision)
@@ -668,12 +668,12 @@ class Pipeline:
             while i < len(batch):
                 take = min(hop - w.arrivals % hop, len(batch) - i)
                 w.add(batch.take(slice(i, i + take)))
-                self._since_eval[model_id] += take
+                ms.since_eval += take
                 i += take
                 if w.arrivals % hop == 0:
                     if self.use_worker:
                         job = self._snapshot(w, now)
-                        self._evaluated_now(model_id)
+                        self._evaluated_now(ms)
                         job.index = len(submitted)
                         submitted.append((job, w.table_map()))
                     else:
@@ -687,15 +687,12 @@ class Pipeline:
         """The evaluations and the touched models' stream positions, inside the caller's
         transaction."""
         self.store.write_evaluations(pending)
-        self.store.write_model_states(
-            [
-                (
-                    m, self.windows[m].arrivals, self.evaluations[m], self.windows[m].old_events,
-                    now, self._evaluated.get(m, 0),
-                )
-                for m in models
-            ]
-        )  # fmt: skip
+        rows = []
+        for m in models:
+            ms = self._models[m]
+            w = ms.window
+            rows.append((m, w.arrivals, ms.evaluations, w.old_events, now, ms.evaluated or 0))
+        self.store.write_model_states(rows)
 
     def flush(self) -> int:
         """Write the evaluations still being computed by the worker; returns how many."""
@@ -741,9 +738,8 @@ class Pipeline:
             wall = self.clock()
             due = [
                 m
-                for m, w in self.windows.items()
-                if self._since_eval.get(m, 0) > 0
-                and wall - self._last_eval_wall.get(m, 0.0) >= hop_s
+                for m, ms in self._models.items()
+                if ms.since_eval > 0 and wall - ms.last_eval_wall >= hop_s
             ]
             if not due and not self._pending:
                 return 0
@@ -774,18 +770,19 @@ class Pipeline:
         window = WindowPosition(w.kind, w.first_seq, w.last_seq, w.arrivals, seed)
         return _Job(w.model_id, now, seed, window)
 
-    def _evaluated_now(self, model_id: str) -> None:
-        self._since_eval[model_id] = 0
-        self._last_eval_wall[model_id] = self.clock()
+    def _evaluated_now(self, ms: ModelState) -> None:
+        ms.since_eval = 0
+        ms.last_eval_wall = self.clock()
 
     def _evaluate(
         self, model_id: str, now: pd.Timestamp, report: BatchReport, interim: bool = False
     ) -> EvaluationRecord | None:
         """Axis 1, tiers and events of a model's window now, in this thread."""
-        w = self.windows[model_id]
+        ms = self._models[model_id]
+        w = ms.window
         job = self._snapshot(w, now)
-        self._evaluated_now(model_id)
-        if w.arrivals <= self._evaluated.get(model_id, -1):
+        self._evaluated_now(ms)
+        if ms.evaluated is not None and w.arrivals <= ms.evaluated:
             return None  # this stream position is evaluated already
         t0 = time.perf_counter()
         job.results = run_axis1(w.table_map(), self.config, job.seed, threads=1)
@@ -803,7 +800,8 @@ class Pipeline:
         """
         cfg = self.config
         model_id, now = job.model_id, job.now
-        if job.window.end_count <= self._evaluated.get(model_id, -1):
+        ms = self._models[model_id]
+        if ms.evaluated is not None and job.window.end_count <= ms.evaluated:
             if job.future is not None:
                 job.future.cancel()
             return None
@@ -811,22 +809,23 @@ class Pipeline:
             assert job.future is not None
             job.results, job.seconds = job.future.result()[job.index]
         results = job.results
-        evaluation = self.evaluations[model_id] + (0 if interim else 1)
-        self.evaluations[model_id] = evaluation
-        self._evaluated[model_id] = job.window.end_count
+        evaluation = ms.evaluations + (0 if interim else 1)
+        ms.evaluations = evaluation
+        ms.evaluated = job.window.end_count
         n_star = self.axes.n_star.get(model_id)
         kappa = self.axes.kappa.get(model_id)
         applicable = self.axes.axis3_applicable.get(model_id, True)
         cells, states, events = [], [], []
         for r in results:
             key = (model_id, r.metric, r.attribute)
+            cell_key = (r.metric, r.attribute)
             ns = None if n_star is None else n_star.get((r.metric, r.attribute))
             kp = None if kappa is None else kappa.get((r.metric, r.attribute))
             tier = cell_tier(r.vfr, ns, kp, applicable, cfg)
             axes = {"value": r.value, "vfr": r.vfr, "n_star": ns, "kappa": kp, "sigma": r.sigma}
-            tracker = self.trackers.get(key)
+            tracker = ms.trackers.get(cell_key)
             if tracker is None:
-                tracker = self.trackers[key] = CellTracker(
+                tracker = ms.trackers[cell_key] = CellTracker(
                     *key, confirm_windows=cfg.confirm_windows, tau_vfr=cfg.axis1.tau_vfr
                 )
             if not interim:
@@ -846,7 +845,7 @@ class Pipeline:
             )
             cells.append(cell)
             states.append((r.metric, r.attribute, tracker.to_dict()))
-            self.latest[key] = cell
+            ms.latest[cell_key] = cell
             if not interim and self.drift is not None and self.drift.update(key, r.value):
                 report.drift.append(key)
         report.evaluations.append((model_id, job.seconds))

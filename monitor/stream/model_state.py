@@ -1,0 +1,79 @@
+"""One model's in-memory state in the pipeline, and the read-only view the service shows.
+
+Everything the pipeline keeps about a model lives in one :class:`ModelState`, so dropping
+a model (its partition revoked) or rebuilding it from the store is one dict operation:
+no per-model map can be forgotten when a model goes or comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from monitor.core.events import CellTracker
+from monitor.core.results import CellEvaluation
+from monitor.stream.window import ModelWindow
+
+#: a cell of one model: (metric, attribute)
+CellKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """A group's records in a model's window, and how many of them have decision 1."""
+
+    records: int
+    selected: int
+
+    @property
+    def selection_rate(self) -> float:
+        return self.selected / self.records if self.records else 0.0
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """What the service shows of a model's stream state (a copy: safe outside the lock)."""
+
+    model_id: str
+    #: records in the window now
+    window_records: int
+    #: records of this model accepted so far (its stream position)
+    arrivals: int
+    #: records that arrived older than the time window (a running total)
+    old_events: int
+    #: numbered (hop) evaluations so far
+    evaluations: int
+    #: attribute -> group code -> its records and selected records
+    groups: Mapping[str, Mapping[str, GroupSummary]] = field(default_factory=dict)
+
+
+@dataclass
+class ModelState:
+    """A model's window, cell trackers, latest cell evaluations and evaluation counters."""
+
+    window: ModelWindow
+    #: numbered evaluations so far (interim ones keep the last hop's number)
+    evaluations: int = 0
+    #: end count of the last written evaluation (None: never evaluated)
+    evaluated: int | None = None
+    #: records not seen by any evaluation yet (what a wall-clock hop may evaluate)
+    since_eval: int = 0
+    #: wall time (Unix seconds) of the last evaluation: the wall-clock hop cadence
+    last_eval_wall: float = 0.0
+    trackers: dict[CellKey, CellTracker] = field(default_factory=dict)
+    latest: dict[CellKey, CellEvaluation] = field(default_factory=dict)
+
+    @property
+    def model_id(self) -> str:
+        return self.window.model_id
+
+    def view(self) -> ModelView:
+        w = self.window
+        groups = {}
+        for attr, table in w.tables.items():
+            sizes, selected = table.group_counts(), table.selected_counts()
+            groups[attr] = {
+                g: GroupSummary(int(n), int(s))
+                for g, n, s in zip(table.groups, sizes, selected, strict=True)
+            }
+        return ModelView(self.model_id, w.n, w.arrivals, w.old_events, self.evaluations, groups)
