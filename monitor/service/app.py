@@ -280,11 +280,8 @@ class MonitorService:
                     axis, model_id, len(frame), axis_payload(result), at, cursor=cursor,
                     position=position,
                 )  # fmt: skip
-                with self.pipeline.lock:
-                    if isinstance(result, tuple):
-                        self.pipeline.axes.set_axis2(model_id, result)
-                    elif isinstance(result, Axis3Result):
-                        self.pipeline.axes.set_axis3(model_id, result)
+                if isinstance(result, tuple | Axis3Result):
+                    self.pipeline.set_axis_result(model_id, result)
         finally:
             cursor.close()
 

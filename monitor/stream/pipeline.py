@@ -537,6 +537,14 @@ class Pipeline:
     # ------------------------------------------------------------------ reads (the service's)
     # Each takes the lock and returns copies or frozen values: the service never holds
     # the lock nor sees the mutable state.
+    def set_axis_result(self, model_id: str, result: tuple[Axis2Cell, ...] | Axis3Result) -> None:
+        """A scheduled axis' new result for a model, read by the next evaluations' tiers."""
+        with self.lock:
+            if isinstance(result, Axis3Result):
+                self.axes.set_axis3(model_id, result)
+            else:
+                self.axes.set_axis2(model_id, result)
+
     def latest_cells(self) -> list[CellEvaluation]:
         """The latest evaluation of every cell, in (model, metric, attribute) order."""
         with self.lock:
