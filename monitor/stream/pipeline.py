@@ -39,11 +39,11 @@ from monitor.core.axis1 import CellResult, run_axis1
 from monitor.core.events import CellEvent, CellTracker
 from monitor.core.results import CellEvaluation, EvaluationRecord, WindowPosition
 from monitor.core.tiers import cell_tier
+from monitor.store import DeadLetter, Store
 from monitor.stream import eval_worker
 from monitor.stream.admission import admission_reasons, admit
 from monitor.stream.columnar import parse_payloads, validate_table
 from monitor.stream.schema import Rejection, validate_records
-from monitor.stream.store import DeadLetter, Store
 from monitor.stream.window import ModelWindow, RecordBatch
 
 log = logging.getLogger(__name__)
