@@ -1,7 +1,7 @@
 """The fleet's results topic: publish stored results, read them back for the view.
 
 Every instance of a consumer group publishes what it stores (window results, events,
-axis results; :mod:`monitor.stream.results_messages`) to one compacted topic, keyed by
+axis results; :mod:`monitor.store.results_messages`) to one compacted topic, keyed by
 what determines each result, so a result recomputed by a partition's new owner replaces
 its twin. ``vfr-monitor view`` reads the whole topic from the beginning.
 

@@ -36,6 +36,7 @@ from monitor.core.events import CellEvent
 from monitor.core.numbers import float_or_none
 from monitor.core.results import CellEvaluation
 from monitor.data.scorer import ScoredStream, iter_records
+from monitor.store import queries
 
 TIER_MARK = {
     "Practical-Stability": "S",
@@ -201,7 +202,7 @@ def _confirmed_events(service: Any) -> list[CellEvent]:
     """Confirmed events in order (raw events are many; the view shows what a board acts on)."""
     cur = service.store.cursor()
     try:
-        return service.store.confirmed_events(cur)
+        return queries.confirmed_events(cur)
     finally:
         cur.close()
 
@@ -334,7 +335,7 @@ def _draw(
 def _store_counts(service: Any) -> dict[str, int]:
     cur = service.store.cursor()
     try:
-        return service.store.counts(cur)
+        return queries.counts(cur)
     finally:
         cur.close()
 

@@ -22,8 +22,8 @@ import pandas as pd
 
 from consumers.base import Origin
 from monitor.config import MonitorConfig
+from monitor.store import Store
 from monitor.stream.pipeline import Pipeline
-from monitor.stream.store import Store
 
 VFR = Path(sys.executable).with_name("vfr-monitor")
 

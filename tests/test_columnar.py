@@ -31,11 +31,12 @@ from hypothesis import strategies as st
 from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import MonitorConfig, config_from_mapping
+from monitor.store import Store
+from monitor.store.key_index import KeyHashes
 from monitor.stream.admission import model_rejections
 from monitor.stream.columnar import parse_payloads, validate_table
 from monitor.stream.pipeline import BatchReport, Pipeline
 from monitor.stream.schema import validate_records
-from monitor.stream.store import Store, _KeyHashes
 
 CFG = MonitorConfig()
 BASE = {
@@ -476,7 +477,7 @@ def test_columnar_pipeline_on_a_longer_stream_with_every_kind_of_fault(tmp_path)
 )
 def test_key_hash_levels_answer_as_a_set(steps):
     """Oracle: a Python set of the committed hashes (rolled-back batches leave no trace)."""
-    keys = _KeyHashes(np.array([7, 3], dtype=np.uint64))
+    keys = KeyHashes(np.array([7, 3], dtype=np.uint64))
     oracle = {3, 7}
     for values, commit in steps:
         h = np.array(values, dtype=np.uint64)
@@ -489,7 +490,7 @@ def test_key_hash_levels_answer_as_a_set(steps):
         else:
             keys.rollback()
     for a, b in zip(keys.levels, keys.levels[1:], strict=False):
-        assert a.size >= _KeyHashes.GROWTH * b.size  # each level well above the next
+        assert a.size >= KeyHashes.GROWTH * b.size  # each level well above the next
 
 
 def test_content_hash_keeps_its_stored_format(tmp_path):

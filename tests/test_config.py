@@ -130,7 +130,7 @@ def test_cross_field_errors_name_the_field(raw, field):
 
 
 def test_the_store_applies_the_duckdb_settings(tmp_path):
-    from monitor.stream.store import Store
+    from monitor.store import Store
 
     cfg = config_from_mapping(
         {"service": {"duckdb_memory_limit": "300MB", "duckdb_checkpoint_wal": "64MB"}}

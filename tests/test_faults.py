@@ -15,8 +15,8 @@ import pandas as pd
 from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
+from monitor.store import Store
 from monitor.stream.pipeline import Pipeline
-from monitor.stream.store import Store
 from tests.test_pipeline import _results
 
 #: small windows and few resamples: verdicts flip often enough for the debounce to matter

@@ -23,7 +23,7 @@ from consumers.kafka_tools import ensure_topic, produce_records
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import load_config
 from monitor.service.app import MonitorService
-from monitor.stream.store import Store
+from monitor.store import Store
 from tests.faults_kafka_helpers import (
     ServiceProcess,
     metric,

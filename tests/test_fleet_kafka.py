@@ -28,9 +28,9 @@ from monitor.bench.synthetic import synthetic_window
 from monitor.config import load_config
 from monitor.core.tiers import cell_tier
 from monitor.service.app import MonitorService
+from monitor.store import Store
 from monitor.stream.axis_payloads import axis_result
 from monitor.stream.pipeline import AxisCache
-from monitor.stream.store import Store
 from tests.faults_kafka_helpers import (
     ServiceProcess,
     paced,

@@ -18,9 +18,9 @@ from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.service.fleet_view import FleetView
+from monitor.store import Store
+from monitor.store.results_messages import axis_result_message, parse_message
 from monitor.stream.pipeline import Pipeline
-from monitor.stream.results_messages import axis_result_message, parse_message
-from monitor.stream.store import Store
 from tests.faults_kafka_helpers import stream_results, verdict_events
 
 CFG = config_from_mapping(

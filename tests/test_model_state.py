@@ -12,9 +12,9 @@ import pytest
 from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
+from monitor.store import Store
 from monitor.stream.model_state import GroupSummary, ModelState
 from monitor.stream.pipeline import Pipeline
-from monitor.stream.store import Store
 from monitor.stream.window import ModelWindow, RecordBatch
 
 CFG = config_from_mapping(

@@ -19,10 +19,10 @@ from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.core.axis1 import run_axis1
 from monitor.core.tables import tables_from_frame
+from monitor.store import Store
 from monitor.stream.pipeline import (
     Pipeline,
 )
-from monitor.stream.store import Store
 
 CFG = config_from_mapping(
     {

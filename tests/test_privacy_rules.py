@@ -30,9 +30,10 @@ from monitor.core.counts import CountTable
 from monitor.core.privacy import SMALL_CELL_LABEL
 from monitor.reference.axis1 import reference_axis1
 from monitor.service.app import MonitorService
+from monitor.store import Store
+from monitor.store.migrations import SCHEMA_VERSION
 from monitor.stream.pipeline import Pipeline
 from monitor.stream.schema import validate_records
-from monitor.stream.store import SCHEMA_VERSION, Store
 
 NOW = pd.Timestamp("2026-11-30T12:00:00Z")
 CLOCK = NOW.timestamp()

@@ -22,8 +22,8 @@ from consumers.kafka_tools import ensure_topic, produce_records
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.config.sources import KafkaConfig
+from monitor.store import Store
 from monitor.stream.pipeline import Pipeline
-from monitor.stream.store import Store
 from tests.faults_kafka_helpers import reference_run, stream_results
 from tests.kafka_fixtures import kafka_broker  # noqa: F401
 

@@ -34,10 +34,10 @@ from consumers.kafka_tools import (
 )
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import load_config
+from monitor.store import Store
 from monitor.stream.pipeline import (
     Pipeline,
 )
-from monitor.stream.store import Store
 from tests.kafka_fixtures import kafka_broker  # noqa: F401
 from tests.test_pipeline import _results
 

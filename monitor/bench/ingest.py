@@ -49,9 +49,9 @@ from consumers.kafka_tools import (
 from monitor.bench.synthetic import synthetic_window, with_bench_models
 from monitor.config import MonitorConfig, StartupError, config_from_mapping
 from monitor.config.sources import KafkaConfig
+from monitor.store import Store
 from monitor.stream import eval_worker
 from monitor.stream.pipeline import Pipeline
-from monitor.stream.store import Store
 
 KAFKA_SH = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "kafka.sh"
 
@@ -114,12 +114,7 @@ class _CountingSink:
         self.seen += len(payloads)
         self.batches += 1
         if self.batches % 10 == 0:
-            cur = self.pipeline.store.cursor()
-            try:
-                (b,) = cur.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()
-            finally:
-                cur.close()
-            self.duckdb_mb.append((self.seen, float(b) / 2**20))
+            self.duckdb_mb.append((self.seen, self.pipeline.store.memory_mb()))
 
 
 def _sink_alone(cfg: MonitorConfig, frame, max_batch: int, limit: int = 200_000) -> dict:

@@ -195,15 +195,20 @@ def run_soak(
         duckdb_end_mb = _duckdb_mb(svc)
         source.close()
         svc.close()
-        from monitor.stream.store import Store
+        from monitor.store import Store
 
         store = Store(cfg.service.db_path, cfg)
         # retention deletes records: what was accepted is each model's stream position
         # (model_state.records), which deletions do not lower; every produced id is unique
-        accepted = store._scalar("SELECT COALESCE(sum(records), 0) FROM model_state")
-        stored = store._scalar("SELECT count(*) FROM discharges")
-        distinct = store._scalar("SELECT count(DISTINCT (model_id, record_id)) FROM discharges")
-        evaluations = store._scalar(
+        c = store.cursor()
+
+        def scalar(sql: str) -> int:
+            return int(c.execute(sql).fetchone()[0])
+
+        accepted = scalar("SELECT COALESCE(sum(records), 0) FROM model_state")
+        stored = scalar("SELECT count(*) FROM discharges")
+        distinct = scalar("SELECT count(DISTINCT (model_id, record_id)) FROM discharges")
+        evaluations = scalar(
             "SELECT count(*) FROM (SELECT DISTINCT model_id, evaluation FROM window_results)"
         )
         store.close()

@@ -2,9 +2,10 @@
 
 The service owns its DuckDB file (one writer process), so the report reads either
 through a cursor the service hands over or through a connection opened
-``read_only``; it issues SELECTs only. The offline audit leaves ``cells.json`` and
-``mppd.json``; the same objects are filled with what those hold (no history, no
-events).
+``read_only``, with the read functions of :mod:`monitor.store.queries` (those the
+service's API uses), and parses what they return here. The offline audit leaves
+``cells.json`` and ``mppd.json``; the same objects are filled with what those hold (no
+history, no events).
 
 The small-cell rule is applied here, once, for every figure the page can show: a
 cell evaluated on fewer than :data:`SMALL_CELL` records, an MPPD entry with fewer
@@ -18,7 +19,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,8 @@ from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.core.events import CellEvent
 from monitor.core.privacy import SMALL_CELL
+from monitor.store import queries
 from monitor.stream.axis_payloads import axis_results
-from monitor.stream.store import latest_axis_results
 
 #: Points per cell kept for the time-series figures (event evaluations are always kept).
 MAX_POINTS = 400
@@ -487,38 +488,12 @@ def open_database(path: str | Path) -> duckdb.DuckDBPyConnection:
         ) from None
 
 
-def _tables(c: duckdb.DuckDBPyConnection) -> set[str]:
-    return {r[0] for r in c.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-
-
-def _eval_times(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], datetime | None]:
-    """(model, evaluation) -> event time of the window's last record, else evaluation time."""
-    rows = c.execute(
-        "SELECT w.model_id, w.evaluation, COALESCE(any_value(d.event_time), "
-        "any_value(w.evaluated_at)) FROM (SELECT DISTINCT model_id, evaluation, "
-        "window_last_seq, evaluated_at FROM window_results) w "
-        "LEFT JOIN discharges d ON d.seq = w.window_last_seq GROUP BY 1, 2"
-    ).fetchall()
-    return {(m, int(e)): _ts(t) for m, e, t in rows}
-
-
-_HISTORY_SQL = """
-SELECT model_id, metric, attribute, evaluation, tier, confirmed_tier,
-       result->>'$.window_n', result->>'$.threshold', result->>'$.direction',
-       result->>'$.value', result->>'$.vfr', result->>'$.ci_low', result->>'$.ci_high',
-       result->>'$.dominant_verdict', result->>'$.point_verdict', result->>'$.n_star',
-       result->>'$.kappa', result->'$.failed_axes', result->'$.pending_axes',
-       result->>'$.partial', result->>'$.n_pass', result->>'$.K', result->>'$.confirmed_verdict'
-FROM window_results WHERE model_id = ? ORDER BY evaluation, metric, attribute
-"""
-
-
 def _history(
     c: duckdb.DuckDBPyConnection, model: str, times: dict[tuple[str, int], datetime | None]
 ) -> dict[tuple[str, str], list[CellPoint]]:
     """Every stored evaluation of a model's cells (fields picked by DuckDB, not by json.loads)."""
     out: dict[tuple[str, str], list[CellPoint]] = {}
-    for row in c.execute(_HISTORY_SQL, [model]).fetchall():
+    for row in queries.cell_history(c, model):
         (
             m,
             metric,
@@ -574,15 +549,7 @@ def _history(
 
 
 def _volume(c: duckdb.DuckDBPyConnection, model: str, since: datetime | None) -> list[VolumePoint]:
-    sql = (
-        "SELECT strftime(date_trunc('month', event_time AT TIME ZONE 'UTC'), '%Y-%m') AS mo, "
-        "count(*) FROM discharges WHERE model_id = ?"
-    )
-    params: list[Any] = [model]
-    if since is not None:
-        sql += " AND event_time >= ?"
-        params.append(since)
-    rows = c.execute(sql + " GROUP BY 1 ORDER BY 1", params).fetchall()
+    rows = queries.monthly_records(c, model, since)
     return [VolumePoint(m, int(n) if n >= SMALL_CELL else None) for m, n in rows]
 
 
@@ -607,28 +574,14 @@ def rolling_auroc(label: np.ndarray, score: np.ndarray, block: int, end: int) ->
 
 
 def _auroc(c: duckdb.DuckDBPyConnection, model: str, block: int, records: int) -> list[AurocPoint]:
-    got = c.execute(
-        "SELECT label, score FROM (SELECT seq, label, score FROM discharges WHERE model_id = ? "
-        f"ORDER BY seq DESC LIMIT {AUROC_MAX_RECORDS}) ORDER BY seq",
-        [model],
-    ).fetchnumpy()
-    label = np.asarray(got["label"], dtype=np.int64)
-    score = np.asarray(got["score"], dtype=np.float64)
+    label, score = queries.latest_labels_scores(c, model, AUROC_MAX_RECORDS)
     return rolling_auroc(label, score, block, max(records, len(label)))
 
 
 def _jobs(c: duckdb.DuckDBPyConnection, since: datetime | None) -> list[JobSummary]:
-    sql = (
-        "SELECT job, count(*) FILTER (WHERE state = 'success'), "
-        "count(*) FILTER (WHERE state <> 'success'), arg_max(state, started_at), "
-        "max(started_at) FROM job_runs"
-    )
-    params: list[Any] = []
-    if since is not None:
-        sql += " WHERE started_at >= ?"
-        params.append(since)
-    rows = c.execute(sql + " GROUP BY job ORDER BY job", params).fetchall()
-    return [JobSummary(j, int(s), int(f), str(st), _ts(at)) for j, s, f, st, at in rows]
+    return [
+        JobSummary(j, s, f, st, _ts(at)) for j, s, f, st, at in queries.job_runs(c, since)
+    ]
 
 
 def event_context(points: list[CellPoint], event: EventRow) -> CellPoint | None:
@@ -660,17 +613,15 @@ def read_database(
     """
     cfg = config or MonitorConfig()
     c = conn
-    missing = {"window_results", "cell_state", "events"} - _tables(c)
+    missing = {"window_results", "cell_state", "events"} - queries.tables(c)
     if missing:
         raise ReportInputError(
             f"{source_name}: not a vfr-monitor database (no table {sorted(missing)[0]})"
         )
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
-    times = _eval_times(c)
-    stored = [
-        r[0] for r in c.execute("SELECT DISTINCT model_id FROM cell_state ORDER BY 1").fetchall()
-    ]
+    times = {k: _ts(t) for k, t in queries.evaluation_times(c).items()}
+    stored = queries.models_with_cells(c)
     if models:
         unknown = [m for m in models if m not in stored]
         if unknown:
@@ -678,48 +629,27 @@ def read_database(
                 f"--model {unknown[0]}: not in {source_name}; models there: {', '.join(stored)}"
             )
         stored = [m for m in stored if m in models]
-    state = {
-        r[0]: (int(r[1]), int(r[2]))
-        for r in c.execute("SELECT model_id, records, evaluations FROM model_state").fetchall()
-    }
+    state = queries.model_progress(c)
     # the stored JSON, typed right after the read
-    axis2 = axis_results("axis2", latest_axis_results(c, "axis2"))
-    axis3 = axis_results("axis3", latest_axis_results(c, "axis3"))
-    eq = axis_results("equilense", latest_axis_results(c, "equilense"))
+    axis2 = axis_results("axis2", queries.latest_axis_results(c, "axis2"))
+    axis3 = axis_results("axis3", queries.latest_axis_results(c, "axis3"))
+    eq = axis_results("equilense", queries.latest_axis_results(c, "equilense"))
     hop = cfg.window.hop_records
     guard = _guard_notes(cfg)
     out_models = []
     all_cells: list[CellPoint] = []
     for model in stored:
         latest = []
-        for (lt,) in c.execute(
-            "SELECT latest FROM cell_state WHERE model_id = ? AND latest IS NOT NULL", [model]
-        ).fetchall():
-            r = json.loads(lt)
+        for r in queries.latest_cells(c, model):
             latest.append(cell_from_result(r, times.get((model, int(r.get("evaluation") or 0)))))
         history = _history(c, model, times)
-        ev_rows = c.execute(
-            "SELECT id, kind, model_id, metric, attribute, old, new, confirmed, direction, "
-            "evaluation, axes, axes_before FROM events WHERE model_id = ? ORDER BY id",
-            [model],
-        ).fetchall()
         events = [
             EventRow(
-                id=int(i),
-                kind=k,
-                model_id=m,
-                metric=me,
-                attribute=a,
-                old=str(o),
-                new=str(n),
-                confirmed=bool(cf),
-                direction=str(d),
-                evaluation=int(e),
-                at=times.get((m, int(e))),
-                axes=json.loads(ax) if ax else {},
-                axes_before=json.loads(axb) if axb else {},
+                **{f.name: getattr(s.event, f.name) for f in fields(CellEvent)},
+                id=s.id,
+                at=times.get((s.event.model_id, s.event.evaluation)),
             )
-            for i, k, m, me, a, o, n, cf, d, e, ax, axb in ev_rows
+            for s in queries.model_events(c, model)
         ]
         context = {
             e.id: event_context(history.get((e.metric, e.attribute), []), e)
@@ -767,7 +697,7 @@ def read_database(
         mr.cells = _ordered(mr.cells, metrics, attributes)
     points = [p.at for mr in out_models for v in mr.history.values() for p in v if p.at]
     period = (min(points), max(points)) if points else None
-    dead = int(c.execute("SELECT count(*) FROM dead_letters").fetchone()[0])
+    dead = queries.counts(c)["dead_letters"]
     return ReportData(
         **_base(
             cfg,

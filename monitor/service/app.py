@@ -41,15 +41,16 @@ from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnap
 from monitor.service.outbox_relay import OutboxRelay
 from monitor.service.scheduler import AxisScheduler, JobOutcome, JobSpec
 from monitor.service.stored_views import (
+    event_explainer,
     stored_axes,
     stored_events,
     stored_report,
     stored_windows,
 )
 from monitor.service.web_config import load_web_config
+from monitor.store import Store, queries
 from monitor.stream.axis_payloads import AxisResult, axis_payload
 from monitor.stream.pipeline import BatchReport, Pipeline
-from monitor.stream.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class MonitorService:
             __version__,
             group_codes=[c for a in config.attributes for c in a.codes],
             state=self.snapshot,
-            explain=self.store.explain,  # the event sentences of alert annotations
+            explain=event_explainer(config),  # the event sentences of alert annotations
         )
         self._lag: dict[int, int] = {}
         self._status_page: tuple[int, float, str] | None = None
@@ -254,9 +255,10 @@ class MonitorService:
     # ------------------------------------------------------------------ scheduled axes
     def _cohort(self, cursor: Any, model_id: str) -> pd.DataFrame:
         """A model's audit cohort: its records of the last cohort_days of event time."""
-        frame = self.store.window_records(
-            model_id, days=self.config.service.cohort_days, cursor=cursor, with_details=True
-        )
+        frame = queries.window_records(
+            cursor, self.store.attributes, model_id, days=self.config.service.cohort_days,
+            with_details=True,
+        )  # fmt: skip
         return frame.assign(model_id=model_id)
 
     def _for_each_model(

@@ -2,7 +2,7 @@
 
 Instances of one consumer group each own some partitions, so each serves only its own
 models. Each publishes what it stores to the compacted results topic
-(:mod:`monitor.stream.results_messages`); the view reads that topic into a DuckDB file of
+(:mod:`monitor.store.results_messages`); the view reads that topic into a DuckDB file of
 its own, with the service's tables, and serves the same API, status page and report
 from it, for all models. Keys make a recomputed result replace its twin, so a model that
 moved between instances appears once.
@@ -14,7 +14,6 @@ counters of /metrics, which stay with the instances (Prometheus scrapes those).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -32,8 +31,8 @@ from monitor.service.stored_views import (
     stored_report,
     stored_windows,
 )
-from monitor.stream.results_messages import ResultMessage, parse_message
-from monitor.stream.store import Store
+from monitor.store import Store, queries
+from monitor.store.results_messages import ResultMessage, parse_message
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +87,10 @@ class FleetView:
     def _latest(self) -> list[tuple[str, CellEvaluation]]:
         cursor = self.store.cursor()
         try:
-            rows = cursor.execute(
-                "SELECT model_id, result FROM window_results QUALIFY row_number() OVER "
-                "(PARTITION BY model_id, metric, attribute ORDER BY evaluation DESC) = 1 "
-                "ORDER BY model_id, metric, attribute"
-            ).fetchall()
+            rows = queries.latest_window_results(cursor)
         finally:
             cursor.close()
-        return [(m, CellEvaluation.from_dict(json.loads(r))) for m, r in rows]
+        return [(m, CellEvaluation.from_dict(r)) for m, r in rows]
 
     def cells(self) -> list[dict]:
         return [withhold(c.to_dict(), c.result.window_n) for _, c in self._latest()]

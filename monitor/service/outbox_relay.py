@@ -1,7 +1,7 @@
 """Moves stored results from the DuckDB outbox to the fleet's results topic.
 
 The ingest transaction writes each window result, event and axis result to
-``results_outbox`` beside the result itself (monitor.stream.store), so a crash can
+``results_outbox`` beside the result itself (monitor.store), so a crash can
 never leave a result stored but unpublished, or published but not stored. This thread
 sends the outbox in id order and deletes what the broker acknowledged; after a crash
 the rest is sent again (a repeated message has the same key and value: harmless on a
@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Protocol
 
-from monitor.stream.store import Store
+from monitor.store import Store, queries
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class OutboxRelay:
         cursor = self.store.cursor()
         try:
             while True:
-                rows = self.store.outbox_batch(self.batch, cursor)
+                rows = queries.outbox_batch(cursor, self.batch)
                 if not rows:
                     return sent
                 self.publisher.publish([(k, v) for _, k, v in rows])

@@ -7,7 +7,11 @@ an answer computed from fewer than 11 records shows ``<11`` in place of its figu
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from monitor.config import MonitorConfig
+from monitor.core.events import CellEvent
+from monitor.core.explain import Cutoffs, explain_event
 from monitor.core.privacy import (
     CELL_IDENTITY,
     EVENT_IDENTITY,
@@ -15,19 +19,43 @@ from monitor.core.privacy import (
     reportable,
     withhold,
 )
+from monitor.store import Store, queries
 from monitor.stream.axis_payloads import axis_payload, axis_result
-from monitor.stream.store import Store
+
+
+def event_explainer(config: MonitorConfig) -> Callable[[CellEvent], str]:
+    """The event in one sentence, with the cutoffs of this configuration (the API's events
+    and the alerts' annotations)."""
+
+    def explain(event: CellEvent) -> str:
+        rule = next((r for r in config.metrics if r.name == event.metric), None)
+        return explain_event(
+            event,
+            Cutoffs(
+                threshold=None if rule is None else rule.threshold,
+                direction=None if rule is None else rule.direction,
+                tau_vfr=config.axis1.tau_vfr,
+                n_field=config.axis2.n_field,
+                kappa_cutoff=config.axis3.kappa_cutoff,
+            ),
+        )
+
+    return explain
 
 
 def stored_events(store: Store, limit: int, since_id: int | None) -> list[dict]:
-    """Latest events; one from an evaluation of fewer than 11 window records shows ``<11``
-    in place of its verdicts, tiers and axes."""
+    """Latest events, each with its sentence; one from an evaluation of fewer than 11
+    window records shows ``<11`` in place of its verdicts, tiers, axes and sentence."""
     cursor = store.cursor()
     try:
-        rows = store.events_since(limit, since_id, cursor=cursor)
-        sizes = store.evaluation_window_sizes(rows, cursor=cursor)
+        events = queries.events_since(cursor, limit, since_id)
+        sizes = queries.evaluation_window_sizes(
+            cursor, ((s.event.model_id, s.event.evaluation) for s in events)
+        )
     finally:
         cursor.close()
+    explain = event_explainer(store.config)
+    rows = [{**s.to_dict(), "explanation": explain(s.event)} for s in events]
     return [withhold(r, sizes.get((r["model_id"], r["evaluation"])), EVENT_IDENTITY) for r in rows]
 
 
@@ -37,7 +65,7 @@ def stored_windows(
     """A cell's evaluations, newest first; small windows withheld."""
     cursor = store.cursor()
     try:
-        rows = store.window_history(model, metric, attribute, limit, cursor=cursor, before=before)
+        rows = queries.window_history(cursor, model, metric, attribute, limit, before)
     finally:
         cursor.close()
     keep = frozenset({"evaluation", "evaluated_at", "seed"}) | CELL_IDENTITY
@@ -55,8 +83,8 @@ def stored_axes(
     """
     cursor = store.cursor()
     try:
-        rows = store.axis_history(axis, model, limit, offset, cursor=cursor)
-        if model is not None and not rows and model not in store.models_with_results(cursor):
+        rows = queries.axis_history(cursor, axis, model, limit, offset)
+        if model is not None and not rows and model not in queries.models_with_results(cursor):
             return None
     finally:
         cursor.close()

@@ -40,6 +40,7 @@ from monitor.core.axis1 import CellResult, run_axis1
 from monitor.core.events import CellEvent, CellTracker
 from monitor.core.results import CellEvaluation, EvaluationRecord, WindowPosition
 from monitor.core.tiers import cell_tier
+from monitor.store import DeadLetter, Store
 from monitor.stream import eval_worker
 from monitor.stream.admission import admission_reasons, admit
 from monitor.stream.axis_payloads import axis_result
@@ -47,7 +48,6 @@ from monitor.stream.columnar import parse_payloads, validate_table
 from monitor.stream.model_state import ModelState, ModelView
 from monitor.stream.ownership import Partition, PartitionOwnership
 from monitor.stream.schema import Rejection, validate_records
-from monitor.stream.store import DeadLetter, Store
 from monitor.stream.window import ModelWindow, RecordBatch
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,161 @@
+"""The schema of the service's DuckDB file, by version, and the upgrade of an older file.
+
+Each entry of :data:`MIGRATIONS` upgrades the schema by one version, in one transaction;
+``schema_migrations`` records what a file has, so an older file is upgraded in place at
+start-up and a newer one is refused (this build cannot know what its tables mean).
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+#: Each entry upgrades the schema to the version at its index + 1.
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE IF NOT EXISTS discharges (
+            seq BIGINT PRIMARY KEY,
+            model_id VARCHAR NOT NULL,
+            record_id VARCHAR NOT NULL,
+            event_time TIMESTAMPTZ NOT NULL,
+            received_at TIMESTAMPTZ NOT NULL,
+            hospital_id VARCHAR,
+            score DOUBLE NOT NULL,
+            label TINYINT NOT NULL,
+            decision TINYINT NOT NULL,
+            attributes JSON NOT NULL,
+            features JSON,
+            UNIQUE (model_id, record_id))""",
+        """CREATE TABLE IF NOT EXISTS dead_letters (
+            id BIGINT PRIMARY KEY,
+            received_at TIMESTAMPTZ NOT NULL,
+            reason VARCHAR NOT NULL,
+            topic VARCHAR, partition INTEGER, "offset" BIGINT,
+            payload BLOB)""",
+        """CREATE TABLE IF NOT EXISTS window_results (
+            model_id VARCHAR NOT NULL, evaluation BIGINT NOT NULL,
+            evaluated_at TIMESTAMPTZ NOT NULL, window_kind VARCHAR NOT NULL,
+            window_first_seq BIGINT, window_last_seq BIGINT, window_end_count BIGINT,
+            seed UBIGINT NOT NULL, metric VARCHAR NOT NULL, attribute VARCHAR NOT NULL,
+            result JSON NOT NULL, tier VARCHAR, confirmed_tier VARCHAR,
+            PRIMARY KEY (model_id, evaluation, metric, attribute))""",
+        """CREATE TABLE IF NOT EXISTS cell_state (
+            model_id VARCHAR, metric VARCHAR, attribute VARCHAR, state JSON NOT NULL,
+            latest JSON, updated_at TIMESTAMPTZ, PRIMARY KEY (model_id, metric, attribute))""",
+        """CREATE TABLE IF NOT EXISTS model_state (
+            model_id VARCHAR PRIMARY KEY, records BIGINT NOT NULL, evaluations BIGINT NOT NULL,
+            old_events BIGINT NOT NULL, updated_at TIMESTAMPTZ)""",
+        """CREATE TABLE IF NOT EXISTS events (
+            id BIGINT PRIMARY KEY, created_at TIMESTAMPTZ NOT NULL, kind VARCHAR NOT NULL,
+            model_id VARCHAR, metric VARCHAR, attribute VARCHAR, old VARCHAR, new VARCHAR,
+            confirmed BOOLEAN, direction VARCHAR, evaluation BIGINT, axes JSON)""",
+        """CREATE TABLE IF NOT EXISTS axis_results (
+            axis VARCHAR NOT NULL, model_id VARCHAR NOT NULL, computed_at TIMESTAMPTZ NOT NULL,
+            cohort_n BIGINT, payload JSON NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS job_runs (
+            id BIGINT PRIMARY KEY, job VARCHAR NOT NULL, started_at TIMESTAMPTZ NOT NULL,
+            duration_s DOUBLE, state VARCHAR NOT NULL, error_kind VARCHAR)""",
+    ],
+    # v2: the stream position of each model's last *written* evaluation. Evaluations run
+    # beside ingestion and are written a batch later; a hop point between this and
+    # ``records`` is recomputed from the stored records at start-up. NULL (a file written
+    # before v2, when evaluations were synchronous): every hop point up to ``records``.
+    ["ALTER TABLE model_state ADD COLUMN IF NOT EXISTS evaluated_records BIGINT"],
+    # v3: which decision rule ([decision], by MonitorConfig.decision_id) was in force, and
+    # the axes before the change (the explanation of an event compares them with ``axes``)
+    [
+        "ALTER TABLE events ADD COLUMN IF NOT EXISTS decision_config VARCHAR",
+        "ALTER TABLE events ADD COLUMN IF NOT EXISTS axes_before JSON",
+    ],
+    # v4: each record's position in its model's stream (1, 2, ...: the model's accepted-record
+    # count when it arrived). Windows at a stream position are selected by it, so records
+    # deleted by retention do not shift a recomputed window. Existing rows are numbered in
+    # arrival order, the last one at the model's stored record count.
+    [
+        "ALTER TABLE discharges ADD COLUMN IF NOT EXISTS model_pos BIGINT",
+        """UPDATE discharges SET model_pos = p.pos FROM (
+            SELECT d.seq, row_number() OVER (PARTITION BY d.model_id ORDER BY d.seq)
+                + GREATEST(COALESCE(ms.records, 0)
+                    - count(*) OVER (PARTITION BY d.model_id), 0) AS pos
+            FROM discharges d LEFT JOIN model_state ms USING (model_id)) p
+        WHERE discharges.seq = p.seq""",
+    ],
+    # v5 (privacy): a content hash per record, so a redelivery that differs from the stored
+    # record is told apart from an identical one (NULL: stored before v4, not comparable);
+    # a keyed hash of each dead letter's payload (the payload itself only when configured);
+    # the generated HMAC key when none is configured.
+    [
+        "ALTER TABLE discharges ADD COLUMN IF NOT EXISTS content_hash VARCHAR",
+        "ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS payload_hmac VARCHAR",
+        "CREATE TABLE IF NOT EXISTS secrets (name VARCHAR PRIMARY KEY, value BLOB NOT NULL)",
+    ],
+    # v6 (scale-out): per source partition, the offset after the last message stored, in the
+    # batch's own transaction: a member of a consumer group that is given a partition knows
+    # from which offset it lacks the partition's history (consumers.kafka_source rebuilds).
+    [
+        """CREATE TABLE IF NOT EXISTS source_offsets (
+            topic VARCHAR NOT NULL, partition INTEGER NOT NULL, next_offset BIGINT NOT NULL,
+            PRIMARY KEY (topic, partition))""",
+    ],
+    # v7 (fleet view): results to publish to the compacted results topic, written in the
+    # transaction that stores them (an outbox), deleted once the broker has them.
+    [
+        "CREATE SEQUENCE IF NOT EXISTS results_outbox_id",
+        """CREATE TABLE IF NOT EXISTS results_outbox (
+            id BIGINT PRIMARY KEY DEFAULT nextval('results_outbox_id'),
+            key VARCHAR NOT NULL, value VARCHAR NOT NULL)""",
+        # each model's source partition, so a member that restarts knows which models to
+        # drop when the group takes a partition away before any new record arrives
+        """CREATE TABLE IF NOT EXISTS model_partitions (
+            model_id VARCHAR PRIMARY KEY, topic VARCHAR NOT NULL, partition INTEGER NOT NULL)""",
+        # the fleet view's file only: which axis result a (axis, model, position) key names
+        """CREATE TABLE IF NOT EXISTS fleet_axis_keys (
+            axis VARCHAR, model_id VARCHAR, position BIGINT, computed_at TIMESTAMPTZ,
+            PRIMARY KEY (axis, model_id, position))""",
+    ],
+    # v8 (ingest speed, memory): ``discharges`` without its PRIMARY KEY (seq) and UNIQUE
+    # (model_id, record_id) indexes. Deduplication never relied on them (an exact check,
+    # key_index.KeyHashes, runs before every insert, and the one writer process assigns
+    # seq), while DuckDB maintained both ART indexes on every insert and commit (about
+    # 2.4 us a record on a 2-core machine) and kept them in memory: the index grew with every
+    # record stored, outside what the window and key set need. Rebuilt in seq order.
+    [
+        """CREATE TABLE discharges_v8 (
+            seq BIGINT NOT NULL, model_id VARCHAR NOT NULL, record_id VARCHAR NOT NULL,
+            event_time TIMESTAMPTZ NOT NULL, received_at TIMESTAMPTZ NOT NULL,
+            hospital_id VARCHAR, score DOUBLE NOT NULL, label TINYINT NOT NULL,
+            decision TINYINT NOT NULL, attributes JSON NOT NULL, features JSON,
+            model_pos BIGINT, content_hash VARCHAR)""",
+        """INSERT INTO discharges_v8 SELECT seq, model_id, record_id, event_time, received_at,
+            hospital_id, score, label, decision, attributes, features, model_pos, content_hash
+            FROM discharges ORDER BY seq""",
+        "DROP TABLE discharges",
+        "ALTER TABLE discharges_v8 RENAME TO discharges",
+    ],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(c: duckdb.DuckDBPyConnection) -> None:
+    """Upgrade the file of ``c`` to :data:`SCHEMA_VERSION`, one transaction a version."""
+    c.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+        "applied_at TIMESTAMPTZ DEFAULT now())"
+    )
+    current = int(
+        c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+    )
+    if current > SCHEMA_VERSION:
+        raise RuntimeError(
+            f"database schema version {current} is newer than this build ({SCHEMA_VERSION})"
+        )
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        c.execute("BEGIN")
+        for stmt in MIGRATIONS[version - 1]:
+            c.execute(stmt)
+        c.execute("INSERT INTO schema_migrations (version) VALUES (?)", [version])
+        c.execute("COMMIT")
+
+
+def schema_version(c: duckdb.DuckDBPyConnection) -> int:
+    """The schema version of the file of ``c``."""
+    return int(c.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0])

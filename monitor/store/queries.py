@@ -1,0 +1,475 @@
+"""Every read of the file's tables, as plain functions of a DuckDB connection.
+
+One definition of each read, shared by the pipeline's restore (through the
+:class:`~monitor.store.writer.Store`'s own connection), the service API and the scheduled
+jobs (through a cursor of it, ``store.cursor()``), the report (through a cursor, or a
+connection opened ``read_only``) and the tests. Functions return typed rows or plain
+values; wording and the small-cell rule belong to the callers that show them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from monitor.core.events import CellEvent
+
+#: Tables whose rows :func:`counts` counts.
+COUNTED_TABLES = ("discharges", "dead_letters", "window_results", "events", "axis_results",
+                  "job_runs")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- records
+
+
+def window_records(
+    c: duckdb.DuckDBPyConnection,
+    attributes: Sequence[str],
+    model_id: str,
+    *,
+    end_count: int | None = None,
+    last_n: int | None = None,
+    days: float | None = None,
+    with_details: bool = False,
+) -> pd.DataFrame:
+    """The records of a model's window at a stream position, in arrival order, with one
+    column per attribute in ``attributes``.
+
+    The one definition of "which records form the window" for the restart (the
+    window now), the recovery of a missed hop (the window at ``end_count``) and the
+    scheduled axes' cohort (the last ``days`` of event time):
+
+    * ``end_count``: the stream position, i.e. the model's records at positions up to
+      ``end_count`` (default: all stored);
+    * ``last_n``: of those, the ones at the last ``last_n`` positions (a count window);
+
+    Positions are ``model_pos``, not a count of the surviving rows: records deleted by
+    retention leave a gap instead of shifting the window.
+    * ``days``: of those, the ones whose event time is at most ``days`` before the
+      latest event time among them (a time window, or the audit cohort): the latest
+      event time, not the last arrival's, as the live window keeps it.
+    """
+    cols = ", ".join(
+        [f"json_extract_string(attributes, '$.{a}') AS \"{a}\"" for a in attributes]
+    )
+    extra = ", hospital_id, features, record_id" if with_details else ""
+    upto = (
+        f"SELECT seq, model_pos, event_time, score, label, decision, {cols}{extra} "
+        "FROM discharges WHERE model_id = ?"
+    )
+    params: list[Any] = [model_id]
+    if end_count is not None:
+        upto += " AND model_pos <= ?"
+        params.append(int(end_count))
+    sql = f"WITH upto AS ({upto}) SELECT * FROM upto"
+    if days is not None:
+        sql += (
+            " WHERE event_time >= (SELECT max(event_time) FROM upto) "
+            f"- to_microseconds(CAST({round(float(days) * 86_400e6)} AS BIGINT))"
+        )
+    if last_n is not None:
+        sql += " WHERE" if days is None else " AND"
+        end = "(SELECT max(model_pos) FROM upto)" if end_count is None else int(end_count)
+        sql += f" model_pos > {end} - {int(last_n)}"
+    return c.execute(sql + " ORDER BY seq", params).df().drop(columns="model_pos")
+
+
+def monthly_records(
+    c: duckdb.DuckDBPyConnection, model_id: str, since: datetime | None = None
+) -> list[tuple[str, int]]:
+    """(YYYY-MM, records) of a model per calendar month of event time (UTC), oldest first."""
+    sql = (
+        "SELECT strftime(date_trunc('month', event_time AT TIME ZONE 'UTC'), '%Y-%m') AS mo, "
+        "count(*) FROM discharges WHERE model_id = ?"
+    )
+    params: list[Any] = [model_id]
+    if since is not None:
+        sql += " AND event_time >= ?"
+        params.append(since)
+    return [(m, int(n)) for m, n in c.execute(sql + " GROUP BY 1 ORDER BY 1", params).fetchall()]
+
+
+def latest_labels_scores(
+    c: duckdb.DuckDBPyConnection, model_id: str, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Labels and scores of a model's latest ``limit`` records, in arrival order."""
+    got = c.execute(
+        "SELECT label, score FROM (SELECT seq, label, score FROM discharges WHERE model_id = ? "
+        f"ORDER BY seq DESC LIMIT {int(limit)}) ORDER BY seq",
+        [model_id],
+    ).fetchnumpy()
+    return np.asarray(got["label"], dtype=np.int64), np.asarray(got["score"], dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- the file
+
+
+def tables(c: duckdb.DuckDBPyConnection) -> set[str]:
+    """Names of the file's tables."""
+    return {r[0] for r in c.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def counts(c: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Rows per table of :data:`COUNTED_TABLES`."""
+    return {
+        t: int(c.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in COUNTED_TABLES
+    }
+
+
+def memory_mb(c: duckdb.DuckDBPyConnection) -> float:
+    """What DuckDB accounts for (its buffer pool: data blocks, indexes), in MiB."""
+    (b,) = c.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()
+    return float(b) / 2**20
+
+
+def models_with_results(c: duckdb.DuckDBPyConnection) -> list[str]:
+    """Models with records or results here (a fleet view's file has results only)."""
+    rows = c.execute(
+        "SELECT model_id FROM discharges UNION SELECT model_id FROM window_results "
+        "UNION SELECT model_id FROM axis_results ORDER BY 1"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+# --------------------------------------------------------------------------- state
+
+
+def source_offsets(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the offset after the last message stored from it."""
+    rows = c.execute("SELECT topic, partition, next_offset FROM source_offsets")
+    return {(t, int(p)): int(n) for t, p, n in rows.fetchall()}
+
+
+def model_partitions(c: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, int]]:
+    """model_id -> the (topic, partition) its records come from."""
+    rows = c.execute("SELECT model_id, topic, partition FROM model_partitions")
+    return {m: (t, int(p)) for m, t, p in rows.fetchall()}
+
+
+def model_states(c: duckdb.DuckDBPyConnection) -> dict[str, dict[str, int | None]]:
+    """model_id -> its stream counters (records, evaluations, old_events, evaluated_records)."""
+    rows = c.execute(
+        "SELECT model_id, records, evaluations, old_events, evaluated_records FROM model_state"
+    ).fetchall()
+    return {
+        m: {"records": r, "evaluations": e, "old_events": o, "evaluated_records": v}
+        for m, r, e, o, v in rows
+    }
+
+
+def cell_states(
+    c: duckdb.DuckDBPyConnection,
+) -> list[tuple[str, str, str, dict[str, Any], dict[str, Any] | None]]:
+    """(model, metric, attribute, tracker state, latest result) of every cell, in key order."""
+    rows = c.execute(
+        "SELECT model_id, metric, attribute, state, latest FROM cell_state ORDER BY 1, 2, 3"
+    ).fetchall()
+    return [
+        (m, me, a, json.loads(s), json.loads(lt) if lt else None) for m, me, a, s, lt in rows
+    ]
+
+
+def models_with_cells(c: duckdb.DuckDBPyConnection) -> list[str]:
+    """Models with a cell state (what the report reports on), in name order."""
+    rows = c.execute("SELECT DISTINCT model_id FROM cell_state ORDER BY 1").fetchall()
+    return [r[0] for r in rows]
+
+
+def latest_cells(c: duckdb.DuckDBPyConnection, model_id: str) -> list[dict[str, Any]]:
+    """A model's cells' latest results (``CellEvaluation.to_dict``), as cell_state keeps them."""
+    rows = c.execute(
+        "SELECT latest FROM cell_state WHERE model_id = ? AND latest IS NOT NULL", [model_id]
+    ).fetchall()
+    return [json.loads(lt) for (lt,) in rows]
+
+
+def model_progress(c: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, int]]:
+    """model_id -> (records accepted, evaluations made)."""
+    rows = c.execute("SELECT model_id, records, evaluations FROM model_state").fetchall()
+    return {m: (int(r), int(e)) for m, r, e in rows}
+
+
+# --------------------------------------------------------------------------- window results
+
+
+def last_evaluation_times(c: duckdb.DuckDBPyConnection) -> dict[str, float]:
+    """Each model's latest stored evaluation time, Unix seconds."""
+    rows = c.execute(
+        "SELECT model_id, epoch(max(evaluated_at)) FROM window_results GROUP BY 1"
+    ).fetchall()
+    return {m: float(t) for m, t in rows}
+
+
+def evaluation_times(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], Any]:
+    """(model, evaluation) -> event time of the window's last record, else evaluation time
+    (as DuckDB returns it; None when neither is known)."""
+    rows = c.execute(
+        "SELECT w.model_id, w.evaluation, COALESCE(any_value(d.event_time), "
+        "any_value(w.evaluated_at)) FROM (SELECT DISTINCT model_id, evaluation, "
+        "window_last_seq, evaluated_at FROM window_results) w "
+        "LEFT JOIN discharges d ON d.seq = w.window_last_seq GROUP BY 1, 2"
+    ).fetchall()
+    return {(m, int(e)): t for m, e, t in rows}
+
+
+def latest_window_results(c: duckdb.DuckDBPyConnection) -> list[tuple[str, dict[str, Any]]]:
+    """(model, result) of each cell's latest stored evaluation, in (model, metric,
+    attribute) order: what a fleet view shows (it has no cell_state of its own)."""
+    rows = c.execute(
+        "SELECT model_id, result FROM window_results QUALIFY row_number() OVER "
+        "(PARTITION BY model_id, metric, attribute ORDER BY evaluation DESC) = 1 "
+        "ORDER BY model_id, metric, attribute"
+    ).fetchall()
+    return [(m, json.loads(r)) for m, r in rows]
+
+
+class HistoryRow(NamedTuple):
+    """One stored evaluation of a cell, the fields of its result picked by DuckDB (cheaper
+    than a json.loads per row): text as stored, ``failed_axes``/``pending_axes`` JSON."""
+
+    model_id: str
+    metric: str
+    attribute: str
+    evaluation: int
+    tier: str | None
+    confirmed_tier: str | None
+    window_n: str | None
+    threshold: str | None
+    direction: str | None
+    value: str | None
+    vfr: str | None
+    ci_low: str | None
+    ci_high: str | None
+    dominant_verdict: str | None
+    point_verdict: str | None
+    n_star: str | None
+    kappa: str | None
+    failed_axes: str | None
+    pending_axes: str | None
+    partial: str | None
+    n_pass: str | None
+    K: str | None
+    confirmed_verdict: str | None
+
+
+_HISTORY_SQL = """
+SELECT model_id, metric, attribute, evaluation, tier, confirmed_tier,
+       result->>'$.window_n', result->>'$.threshold', result->>'$.direction',
+       result->>'$.value', result->>'$.vfr', result->>'$.ci_low', result->>'$.ci_high',
+       result->>'$.dominant_verdict', result->>'$.point_verdict', result->>'$.n_star',
+       result->>'$.kappa', result->'$.failed_axes', result->'$.pending_axes',
+       result->>'$.partial', result->>'$.n_pass', result->>'$.K', result->>'$.confirmed_verdict'
+FROM window_results WHERE model_id = ? ORDER BY evaluation, metric, attribute
+"""
+
+
+def cell_history(c: duckdb.DuckDBPyConnection, model_id: str) -> list[HistoryRow]:
+    """Every stored evaluation of a model's cells, oldest first."""
+    return [HistoryRow(*r) for r in c.execute(_HISTORY_SQL, [model_id]).fetchall()]
+
+
+def window_history(
+    c: duckdb.DuckDBPyConnection,
+    model_id: str,
+    metric: str,
+    attribute: str,
+    limit: int = 100,
+    before: int | None = None,
+) -> list[dict[str, Any]]:
+    """A cell's latest evaluations, newest first; ``before``: only older evaluations
+    than that one (the next page)."""
+    older = "" if before is None else " AND evaluation < ?"
+    rows = c.execute(
+        "SELECT evaluation, evaluated_at, window_end_count, seed, result FROM window_results "
+        f"WHERE model_id = ? AND metric = ? AND attribute = ?{older} "
+        "ORDER BY evaluation DESC LIMIT ?",
+        [model_id, metric, attribute, *([] if before is None else [int(before)]), int(limit)],
+    ).fetchall()
+    return [
+        {
+            "evaluation": e,
+            "evaluated_at": str(t),
+            "window_end_count": n,
+            "seed": int(s),
+            **json.loads(r),
+        }
+        for e, t, n, s, r in rows
+    ]
+
+
+def evaluation_window_sizes(
+    c: duckdb.DuckDBPyConnection, keys: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
+    """(model_id, evaluation) -> the evaluation's window size, for the keys given (the
+    small-cell rule of the API's events)."""
+    keys = set(keys)
+    if not keys:
+        return {}
+    frame = pd.DataFrame(sorted(keys), columns=["model_id", "evaluation"])
+    c.register("_event_keys", frame)
+    try:
+        rows = c.execute(
+            "SELECT k.model_id, k.evaluation, max(w.window_end_count), "
+            "max(CAST(json_extract(w.result, '$.window_n') AS BIGINT)) "
+            "FROM _event_keys k JOIN window_results w ON w.model_id = k.model_id "
+            "AND w.evaluation = k.evaluation GROUP BY 1, 2"
+        ).fetchall()
+    finally:
+        c.unregister("_event_keys")
+    return {(m, int(e)): int(n) for m, e, _, n in rows if n is not None}
+
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """An event as stored: the event, its row id, when it was written and under which
+    decision rule (``MonitorConfig.decision_id``; None in a file older than schema v3)."""
+
+    id: int
+    created_at: str
+    decision_config: str | None
+    event: CellEvent
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row's fields, in the table's column order."""
+        e = self.event
+        return {
+            "id": self.id, "created_at": self.created_at, "kind": e.kind,
+            "model_id": e.model_id, "metric": e.metric, "attribute": e.attribute, "old": e.old,
+            "new": e.new, "confirmed": e.confirmed, "direction": e.direction,
+            "evaluation": e.evaluation, "axes": e.axes, "decision_config": self.decision_config,
+            "axes_before": e.axes_before,
+        }  # fmt: skip
+
+
+_EVENT_COLUMNS = (
+    "id, created_at, decision_config, kind, model_id, metric, attribute, old, new, confirmed, "
+    "direction, evaluation, axes, axes_before"
+)
+
+
+def _stored_events(rows: Iterable[tuple[Any, ...]]) -> list[StoredEvent]:
+    return [
+        StoredEvent(
+            int(i), str(pd.Timestamp(at)), dc,
+            CellEvent(k, m, me, a, o, n, bool(cf), d, int(e),
+                      json.loads(ax) if ax else {}, json.loads(bx) if bx else {}),
+        )
+        for i, at, dc, k, m, me, a, o, n, cf, d, e, ax, bx in rows
+    ]  # fmt: skip
+
+
+def events_since(
+    c: duckdb.DuckDBPyConnection, limit: int = 100, since_id: int | None = None
+) -> list[StoredEvent]:
+    """The latest ``limit`` events, newest first; ``since_id``: only later ones."""
+    sql = f"SELECT {_EVENT_COLUMNS} FROM events"
+    params: list[Any] = []
+    if since_id is not None:
+        sql += " WHERE id > ?"
+        params.append(since_id)
+    sql += " ORDER BY id DESC LIMIT ?"
+    params.append(int(limit))
+    return _stored_events(c.execute(sql, params).fetchall())
+
+
+def model_events(c: duckdb.DuckDBPyConnection, model_id: str) -> list[StoredEvent]:
+    """Every stored event of a model (raw and confirmed), oldest first."""
+    return _stored_events(
+        c.execute(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE model_id = ? ORDER BY id", [model_id]
+        ).fetchall()
+    )
+
+
+def confirmed_events(c: duckdb.DuckDBPyConnection) -> list[CellEvent]:
+    """Every confirmed verdict flip and tier change, oldest first."""
+    rows = c.execute(
+        f"SELECT {_EVENT_COLUMNS} FROM events WHERE confirmed ORDER BY id"
+    ).fetchall()
+    return [s.event for s in _stored_events(rows)]
+
+
+# --------------------------------------------------------------------------- scheduled axes
+
+
+def latest_axis_results(c: duckdb.DuckDBPyConnection, axis: str) -> dict[str, Any]:
+    """model_id -> the payload of its latest result of one scheduled axis."""
+    rows = c.execute(
+        "SELECT model_id, payload FROM (SELECT *, row_number() OVER (PARTITION BY model_id "
+        "ORDER BY computed_at DESC) AS rn FROM axis_results WHERE axis = ?) WHERE rn = 1",
+        [axis],
+    ).fetchall()
+    return {m: json.loads(p) for m, p in rows}
+
+
+def axis_history(
+    c: duckdb.DuckDBPyConnection,
+    axis: str,
+    model_id: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    """Stored results of one scheduled axis, newest first (all models when None).
+
+    Rows as stored: the caller applies the small-cell rule to ``cohort_n``.
+    """
+    sql = (
+        "SELECT axis, model_id, computed_at, cohort_n, payload FROM axis_results "
+        "WHERE axis = ?"
+    )
+    params: list[Any] = [axis]
+    if model_id is not None:
+        sql += " AND model_id = ?"
+        params.append(model_id)
+    sql += " ORDER BY computed_at DESC, model_id LIMIT ? OFFSET ?"
+    params += [int(limit), int(offset)]
+    return [
+        {"axis": a, "model_id": m, "computed_at": str(t), "cohort_n": n,
+         "payload": json.loads(p)}
+        for a, m, t, n, p in c.execute(sql, params).fetchall()
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- jobs, outbox
+
+
+class JobRuns(NamedTuple):
+    """One scheduled job's runs: how many succeeded and failed, and the last one."""
+
+    job: str
+    success: int
+    failed: int
+    last_state: str
+    last_at: Any
+
+
+def job_runs(c: duckdb.DuckDBPyConnection, since: datetime | None = None) -> list[JobRuns]:
+    """Each job's runs (started at or after ``since``), by job name."""
+    sql = (
+        "SELECT job, count(*) FILTER (WHERE state = 'success'), "
+        "count(*) FILTER (WHERE state <> 'success'), arg_max(state, started_at), "
+        "max(started_at) FROM job_runs"
+    )
+    params: list[Any] = []
+    if since is not None:
+        sql += " WHERE started_at >= ?"
+        params.append(since)
+    rows = c.execute(sql + " GROUP BY job ORDER BY job", params).fetchall()
+    return [JobRuns(j, int(s), int(f), str(st), at) for j, s, f, st, at in rows]
+
+
+def outbox_batch(c: duckdb.DuckDBPyConnection, limit: int) -> list[tuple[int, str, str]]:
+    """The oldest ``limit`` unpublished results, (id, key, value), in the order stored."""
+    return c.execute(
+        "SELECT id, key, value FROM results_outbox ORDER BY id LIMIT ?", [limit]
+    ).fetchall()
