@@ -24,6 +24,7 @@ from consumers.base import Origin
 from monitor.config import MonitorConfig
 from monitor.store import Store
 from monitor.stream.pipeline import Pipeline
+from tests.store_reads import window_results
 
 VFR = Path(sys.executable).with_name("vfr-monitor")
 
@@ -142,7 +143,7 @@ AXIS_DEPENDENT = {
 def stream_results(store: Store) -> pd.DataFrame:
     """window_results without arrival sequence numbers (they depend on how partitions
     interleave) and without what depends on the scheduled axes' timing."""
-    wr = store.window_results_frame().drop(
+    wr = window_results(store).drop(
         columns=["evaluated_at", "window_first_seq", "window_last_seq", "tier", "confirmed_tier"]
     )
     wr["result"] = [
@@ -152,7 +153,7 @@ def stream_results(store: Store) -> pd.DataFrame:
 
 
 def verdict_events(store: Store) -> list[tuple]:
-    rows = store._conn.execute(
+    rows = store.cursor().execute(
         "SELECT kind, model_id, metric, attribute, old, new, confirmed, evaluation FROM events "
         "WHERE kind = 'verdict_flip' ORDER BY model_id, evaluation, metric, attribute, confirmed"
     ).fetchall()

@@ -136,7 +136,7 @@ def test_the_store_applies_the_duckdb_settings(tmp_path):
         {"service": {"duckdb_memory_limit": "300MB", "duckdb_checkpoint_wal": "64MB"}}
     )
     store = Store(tmp_path / "s.duckdb", cfg)
-    got = store._conn.execute(
+    got = store.cursor().execute(
         "SELECT current_setting('memory_limit'), current_setting('checkpoint_threshold')"
     ).fetchone()
     store.close()

@@ -15,8 +15,9 @@ import pandas as pd
 from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.stream.pipeline import Pipeline
+from tests.store_reads import scalar
 from tests.test_pipeline import _results
 
 #: small windows and few resamples: verdicts flip often enough for the debounce to matter
@@ -51,7 +52,7 @@ class _Clock:
 def _confirmed(store: Store) -> list[tuple]:
     return [
         (e.kind, e.model_id, e.metric, e.attribute, e.old, e.new, e.evaluation)
-        for e in store.confirmed_events()
+        for e in queries.confirmed_events(store.cursor())
     ]
 
 
@@ -195,11 +196,11 @@ def test_the_model_position_migration_numbers_existing_rows_from_the_stored_coun
         c.execute("ALTER TABLE discharges DROP COLUMN content_hash")
         c.execute("DELETE FROM schema_migrations WHERE version >= 4")
     store = Store(path, WORKER)
-    pos = store._conn.execute("SELECT model_pos FROM discharges ORDER BY seq").fetchnumpy()
+    pos = store.cursor().execute("SELECT model_pos FROM discharges ORDER BY seq").fetchnumpy()
     assert list(pos["model_pos"]) == list(range(51, 351))  # gap where retention deleted
     pipe = Pipeline(WORKER, store)
     _ingest(pipe, _dated(360, old=50), 350, 360)
-    assert store._scalar("SELECT max(model_pos) FROM discharges") == 360
+    assert scalar(store, "SELECT max(model_pos) FROM discharges") == 360
 
 
 def test_the_v8_migration_drops_the_discharge_indexes_and_deduplication_stays_exact(tmp_path):
@@ -215,7 +216,7 @@ def test_the_v8_migration_drops_the_discharge_indexes_and_deduplication_stays_ex
     pipe = Pipeline(WORKER, store)
     _ingest(pipe, payloads, 0, 250)
     pipe.flush()
-    before = store._conn.execute("SELECT * FROM discharges ORDER BY seq").df()
+    before = store.cursor().execute("SELECT * FROM discharges ORDER BY seq").df()
     store.close()
     with duckdb.connect(str(path)) as c:  # back to v7: the table with its two indexes
         c.execute("CREATE TABLE d7 AS SELECT * FROM discharges")
@@ -235,11 +236,11 @@ def test_the_v8_migration_drops_the_discharge_indexes_and_deduplication_stays_ex
         ).fetchall()}  # fmt: skip
         assert {"PRIMARY KEY", "UNIQUE"} <= kinds  # what the migration must remove
     store = Store(path, WORKER)
-    kinds = {k for (k,) in store._conn.execute(
+    kinds = {k for (k,) in store.cursor().execute(
         "SELECT constraint_type FROM duckdb_constraints() WHERE table_name = 'discharges'"
     ).fetchall()}  # fmt: skip
     assert kinds == {"NOT NULL"}
-    after = store._conn.execute("SELECT * FROM discharges").df()  # stored in seq order
+    after = store.cursor().execute("SELECT * FROM discharges").df()  # stored in seq order
     pd.testing.assert_frame_equal(after, before)
     pipe = Pipeline(WORKER, store)
     changed = json.loads(payloads[3])
@@ -247,12 +248,12 @@ def test_the_v8_migration_drops_the_discharge_indexes_and_deduplication_stays_ex
     batch = [*payloads[240:250], json.dumps(changed).encode(), *payloads[250:300]]
     pipe.ingest_batch(batch, [Origin("t", 0, 1000 + j) for j in range(len(batch))])
     pipe.flush()
-    assert store._scalar("SELECT count(*) FROM discharges") == 300
-    assert store._scalar("SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == 300
-    assert store._scalar(
+    assert scalar(store, "SELECT count(*) FROM discharges") == 300
+    assert scalar(store, "SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == 300
+    assert scalar(store,
         "SELECT count(*) FROM dead_letters WHERE reason = 'conflicting_duplicate'"
     ) == 1
-    assert list(store._conn.execute("SELECT seq FROM discharges ORDER BY seq").fetchnumpy()[
+    assert list(store.cursor().execute("SELECT seq FROM discharges ORDER BY seq").fetchnumpy()[
         "seq"]) == list(range(1, 301))  # fmt: skip
 
 
@@ -319,7 +320,7 @@ def test_job_run_ids_do_not_collide_when_an_ingest_rolls_back_meanwhile(tmp_path
     t.join()
     assert errors == []
     assert rollbacks > 10
-    assert store._scalar("SELECT count(DISTINCT id) FROM job_runs") == 400
+    assert scalar(store, "SELECT count(DISTINCT id) FROM job_runs") == 400
 
 
 def test_a_redelivered_poison_message_is_dead_lettered_once(tmp_path):

@@ -35,6 +35,7 @@ from tests.faults_kafka_helpers import (
     verdict_states,
 )
 from tests.kafka_fixtures import KAFKA_SH, _free_ports, _run_script, kafka_broker  # noqa: F401
+from tests.store_reads import scalar, window_results
 
 POISON = [b"{not json", b"\xff\xfe garbage", b"[1,2]", b'{"record_id": 5}', b"x" * 70_000, None]
 POISON_REASONS = sorted(
@@ -108,7 +109,7 @@ def _final_axes(cfg_path: Path, db: Path) -> dict:
         axes = {
             axis: svc.store.latest_axis_results(axis) for axis in ("axis2", "axis3")
         }
-        results = svc.store.window_results_frame()
+        results = window_results(svc.store)
         cells = results.groupby(["model_id", "metric", "attribute"])
         last = results.loc[cells["evaluation"].idxmax()]
         ax = svc.pipeline.axes
@@ -180,8 +181,10 @@ def _check_equal_to_uninterrupted(tmp_path: Path, run: dict) -> None:
     n = len(run["records"])
     # every record exactly once, every dead letter exactly once
     assert got.counts()["discharges"] == n
-    assert got._scalar("SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == n
-    reasons = sorted(r for (r,) in got._conn.execute("SELECT reason FROM dead_letters").fetchall())
+    assert scalar(got, "SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == n
+    reasons = sorted(
+        r for (r,) in got.cursor().execute("SELECT reason FROM dead_letters").fetchall()
+    )
     assert reasons == POISON_REASONS
     # every numbered (count-hop) evaluation, each stream position once, equal to the
     # uninterrupted run's; verdict events and debounce states too
@@ -314,7 +317,7 @@ def test_broker_outage_not_ready_then_resumes_with_nothing_lost(own_broker, tmp_
         svc.wait(timeout=60)
     got = Store(db, load_config(cfg))
     assert got.counts()["discharges"] == 1200
-    assert got._scalar("SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == 1200
+    assert scalar(got, "SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == 1200
     ref = reference_run(load_config(cfg), tmp_path / "ref.duckdb", records, batch=100)
     pd.testing.assert_frame_equal(stream_results(ref), stream_results(got))
     print(f"not ready {not_ready_after:.1f} s after the broker stopped")
@@ -397,7 +400,7 @@ def test_sink_failures_make_readyz_fail_and_nothing_is_committed_unstored(
     assert "Traceback" not in out
     assert "sink failed on a batch" in out  # retried, with backoff, logged by type only
     got = Store(db, load_config(cfg))
-    assert got._scalar("SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == 1200
+    assert scalar(got, "SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == 1200
     assert got.counts()["discharges"] == 1200
     # no partial window: every position's evaluation complete and equal to the reference
     ref = reference_run(load_config(cfg), tmp_path / "ref.duckdb", records, batch=100)
@@ -508,7 +511,7 @@ def test_hostile_input_through_the_broker_is_stored_or_dead_lettered_once(
     pipe.flush()
     assert handed == len(messages)
     counts = store.counts()
-    keys = store._scalar("SELECT count(DISTINCT (model_id, record_id)) FROM discharges")
+    keys = scalar(store, "SELECT count(DISTINCT (model_id, record_id)) FROM discharges")
     # every message stored (once), a duplicate of a stored key (a damaged record_id such
     # as "" repeats), or dead-lettered (once, with a reason): the counters add up
     accepted = sum(r.accepted for r in reports)
@@ -518,12 +521,12 @@ def test_hostile_input_through_the_broker_is_stored_or_dead_lettered_once(
     assert counts["dead_letters"] == rejected
     assert accepted + duplicates + rejected == len(messages)
     assert duplicates < 100
-    reasons = dict(store._conn.execute(
+    reasons = dict(store.cursor().execute(
         "SELECT reason, count(*) FROM dead_letters GROUP BY 1").fetchall())  # fmt: skip
     assert all(reasons.values()) and "" not in reasons
     for r in ("invalid_json", "empty_payload", "oversized"):
         assert reasons.get(r, 0) > 0, reasons
-    dup_offsets = store._scalar(
+    dup_offsets = scalar(store,
         'SELECT count(*) - count(DISTINCT (topic, partition, "offset")) FROM dead_letters'
     )
     assert dup_offsets == 0

@@ -39,6 +39,7 @@ from tests.faults_kafka_helpers import (
     verdict_events,
 )
 from tests.kafka_fixtures import kafka_broker  # noqa: F401
+from tests.store_reads import window_results
 
 MODELS = 12
 PARTITIONS = 6
@@ -139,7 +140,7 @@ def _reference(cfg_path: Path, path: Path, records: list[dict]) -> tuple[Store, 
         svc.store.close()
     store = Store(path, cfg)
     axes, cache = _axes_of(store)
-    return store, axes, _final_tiers(store.window_results_frame(), cache, cfg)
+    return store, axes, _final_tiers(window_results(store), cache, cfg)
 
 
 def _view_complete(view: ServiceProcess, models: list[str], per_model: int) -> bool:
@@ -245,7 +246,7 @@ def test_fleet_failover_and_a_joining_instance_give_the_single_instance_results(
     first: dict[str, float] = {}
     for name in ("b", "c", "d"):
         st = Store(tmp_path / f"{name}.duckdb", load_config(cfg_path))
-        rows = st._conn.execute(
+        rows = st.cursor().execute(
             "SELECT model_id, min(epoch(evaluated_at)) FROM window_results "
             "WHERE epoch(evaluated_at) > ? GROUP BY 1", [killed_wall],
         ).fetchall()  # fmt: skip
@@ -266,11 +267,11 @@ def test_fleet_failover_and_a_joining_instance_give_the_single_instance_results(
         # Axis 2 and 3 on the final cohort, and each cell's tier from them
         got_axes, cache = _axes_of(got)
         assert got_axes == ref_axes
-        got_tiers = _final_tiers(got.window_results_frame(), cache, cfg)
+        got_tiers = _final_tiers(window_results(got), cache, cfg)
         assert got_tiers == ref_tiers
         print("equal to the single run:", json.dumps({
             "window_results": len(stream_results(got)),
-            "models": got.window_results_frame()["model_id"].nunique(),
+            "models": window_results(got)["model_id"].nunique(),
             "verdict_events": len(verdict_events(got)),
             "axis_results": {a: len(v) for a, v in got_axes.items()},
             "final_tiers": len(got_tiers),

@@ -18,7 +18,7 @@ from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.service.fleet_view import FleetView
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.store.results_messages import axis_result_message, parse_message
 from monitor.stream.pipeline import Pipeline
 from tests.faults_kafka_helpers import stream_results, verdict_events
@@ -54,7 +54,7 @@ def _feed(pipe: Pipeline, payloads: list[bytes], batch: int = 97, start: int = 0
 def _outbox(store: Store) -> list[tuple[bytes, bytes]]:
     cur = store.cursor()
     try:
-        rows = store.outbox_batch(1_000_000, cur)
+        rows = queries.outbox_batch(cur, 1_000_000)
     finally:
         cur.close()
     return [(k.encode(), v.encode()) for _, k, v in rows]
@@ -111,9 +111,9 @@ def test_results_published_through_the_outbox_rebuild_the_same_tables(tmp_path):
 
     # and the outbox forgets what was acknowledged
     cur = src.cursor()
-    ids = [i for i, _, _ in src.outbox_batch(10**6, cur)]
+    ids = [i for i, _, _ in queries.outbox_batch(cur, 10**6)]
     src.outbox_done(ids[:-1], cur)
-    assert [i for i, _, _ in src.outbox_batch(10**6, cur)] == ids[-1:]
+    assert [i for i, _, _ in queries.outbox_batch(cur, 10**6)] == ids[-1:]
     src.outbox_done(ids[-1:], cur)
     cur.close()
     assert _outbox(src) == []
@@ -181,10 +181,10 @@ def test_a_row_committed_while_the_relay_publishes_is_not_forgotten(tmp_path):
     with store.transaction():  # the ingest transaction: draws the lower id first
         store._to_outbox([("k-ingest", "{}")])
         job_cur.execute("INSERT INTO results_outbox (key, value) VALUES ('k-job', '{}')")
-        seen = store.outbox_batch(100, relay_cur)  # the relay reads: the job's row only
+        seen = queries.outbox_batch(relay_cur, 100)  # the relay reads: the job's row only
         assert [k for _, k, _ in seen] == ["k-job"]
     store.outbox_done([i for i, _, _ in seen], relay_cur)  # after the ingest committed
-    assert [k for _, k, _ in store.outbox_batch(100, relay_cur)] == ["k-ingest"]
+    assert [k for _, k, _ in queries.outbox_batch(relay_cur, 100)] == ["k-ingest"]
     relay_cur.close()
     job_cur.close()
     store.close()

@@ -23,6 +23,7 @@ from monitor.store import Store
 from monitor.stream.pipeline import (
     Pipeline,
 )
+from tests.store_reads import events_frame, window_results
 
 CFG = config_from_mapping(
     {
@@ -49,7 +50,7 @@ def _feed(pipe, payloads, batch=333, start=0):
 
 
 def _results(store):
-    wr = store.window_results_frame().drop(columns=["evaluated_at"])
+    wr = window_results(store).drop(columns=["evaluated_at"])
     wr["result"] = [
         {k: v for k, v in json.loads(r).items() if k != "evaluated_at"} for r in wr["result"]
     ]
@@ -119,8 +120,8 @@ def test_restart_gives_the_same_results_as_an_uninterrupted_run(tmp_path):
     pipe = Pipeline(CFG, s2)  # rebuilds windows and trackers from the file
     _feed(pipe, payloads[999:])  # the source resumes from an older offset: overlap replayed
     pd.testing.assert_frame_equal(_results(ref), _results(s2))
-    ev_ref = pd.DataFrame(ref.events_since(10_000)).drop(columns=["created_at"])
-    ev_new = pd.DataFrame(s2.events_since(10_000)).drop(columns=["created_at"])
+    ev_ref = events_frame(ref).drop(columns=["created_at"])
+    ev_new = events_frame(s2).drop(columns=["created_at"])
     pd.testing.assert_frame_equal(ev_ref, ev_new)
 
 
@@ -207,7 +208,7 @@ def test_poison_messages_go_to_dead_letters_with_reasons(tmp_path):
         json.dumps(good).encode(),
     ]
     pipe.ingest_batch(poison, [Origin("topic-a", 2, 100 + i) for i in range(len(poison))])
-    rows = store._conn.execute(
+    rows = store.cursor().execute(
         'SELECT reason, topic, partition, "offset" FROM dead_letters ORDER BY "offset"'
     ).fetchall()
     assert [r[0] for r in rows] == [
@@ -229,8 +230,8 @@ def test_the_worker_path_equals_the_in_transaction_path(tmp_path):
     got = Store(tmp_path / "worker.duckdb", CFG)
     _feed(Pipeline(CFG, got), payloads)
     pd.testing.assert_frame_equal(_results(ref), _results(got))
-    ev_ref = pd.DataFrame(ref.events_since(10_000)).drop(columns=["created_at"])
-    ev_got = pd.DataFrame(got.events_since(10_000)).drop(columns=["created_at"])
+    ev_ref = events_frame(ref).drop(columns=["created_at"])
+    ev_got = events_frame(got).drop(columns=["created_at"])
     pd.testing.assert_frame_equal(ev_ref, ev_got)
 
 
@@ -254,8 +255,8 @@ def test_evaluations_lost_in_the_worker_are_recomputed_at_restart(tmp_path):
     assert s2.counts()["window_results"] > written
     _feed(pipe, payloads[999:])
     pd.testing.assert_frame_equal(_results(ref), _results(s2))
-    ev_ref = pd.DataFrame(ref.events_since(10_000)).drop(columns=["created_at"])
-    ev_new = pd.DataFrame(s2.events_since(10_000)).drop(columns=["created_at"])
+    ev_ref = events_frame(ref).drop(columns=["created_at"])
+    ev_new = events_frame(s2).drop(columns=["created_at"])
     pd.testing.assert_frame_equal(ev_ref, ev_new)
 
 

@@ -109,7 +109,7 @@ def test_no_marker_leaves_the_service(kafka_broker, tmp_path, caplog):  # noqa: 
         for metric, attribute in (("DI", "race"), ("CAL", "sex")):
             q = urllib.parse.urlencode({"model": "m1", "metric": metric, "attribute": attribute})
             outputs[f"windows {metric}"] = _get(f"{url}/api/windows?{q}")
-        dead = svc.store._conn.execute(
+        dead = svc.store.cursor().execute(
             'SELECT reason, topic, partition, "offset", payload, payload_hmac FROM dead_letters'
         ).fetchall()
         assert sorted(r[0] for r in dead) == sorted(
@@ -117,7 +117,9 @@ def test_no_marker_leaves_the_service(kafka_broker, tmp_path, caplog):  # noqa: 
         )
         assert all(r[4] is None for r in dead)  # no payload kept by default
         outputs["dead_letters"] = repr(dead)
-        axis_rows = svc.store._conn.execute("SELECT payload::VARCHAR FROM axis_results").fetchall()
+        axis_rows = (
+            svc.store.cursor().execute("SELECT payload::VARCHAR FROM axis_results").fetchall()
+        )
         outputs["axis_results"] = repr(axis_rows)
         outputs["models"] = _get(url + "/api/models")
         for axis in ("axis2", "axis3", "equilense"):

@@ -76,7 +76,7 @@ def _sample(text: str, name: str, **labels: str) -> float | None:
 
 
 def _dead(store):
-    return store._conn.execute(
+    return store.cursor().execute(
         'SELECT reason, topic, partition, "offset", payload, payload_hmac FROM dead_letters '
         "ORDER BY id"
     ).fetchall()
@@ -112,7 +112,8 @@ def test_only_registered_or_capped_models_get_state(tmp_path_factory, ids, mode,
         for m in ids:
             if m != "a b" and len(allowed) < cap:
                 allowed.add(m)
-    stored = set(store.models())
+    stored = {m for (m,) in store.cursor().execute(
+        "SELECT DISTINCT model_id FROM discharges").fetchall()}  # fmt: skip
     assert stored == {m for m in ids if m in allowed}
     assert set(pipe.owned_models()) == stored and len(pipe.owned_models()) <= max(cap, 2)
     want = sorted(
@@ -232,7 +233,7 @@ def test_api_events_are_withheld_unless_their_window_had_11_records(tmp_path):
         events = [e for e in svc.events(100, None) if e["kind"] == "verdict_flip"]
         assert events and all(e["new"] == "fail" and isinstance(e["axes"], dict)
                               for e in events)  # fmt: skip
-        svc.store._conn.execute("DELETE FROM window_results WHERE evaluation = 2")
+        svc.store.cursor().execute("DELETE FROM window_results WHERE evaluation = 2")
         hidden = [e for e in svc.events(100, None) if e["kind"] == "verdict_flip"]
         assert hidden and all(e["new"] == SMALL_CELL_LABEL and e["axes"] == SMALL_CELL_LABEL
                               for e in hidden)  # fmt: skip
@@ -321,7 +322,7 @@ def test_identical_redelivery_is_silent_and_a_different_one_is_dead_lettered(
         sent.append(rec)
     _send(pipe, sent[:split])
     _send(pipe, sent[split:], start=split)
-    stored = dict(store._conn.execute("SELECT record_id, score FROM discharges").fetchall())
+    stored = dict(store.cursor().execute("SELECT record_id, score FROM discharges").fetchall())
     assert stored == {f"r{k}": first[k]["score"] for k in first}  # the first copy is kept
     conflicts = sum(1 for r in sent if r != first[int(r["record_id"][1:])])
     reasons = [r[0] for r in _dead(store)]
@@ -460,7 +461,7 @@ def test_unconfigured_feature_keys_are_dropped(tmp_path):
     pipe, store = _pipe(tmp_path, _cfg(equilense={"features": ["age"]}))
     _send(pipe, [{**GOOD, "features": {"age": 70.0, "zip_code": 90210.0}},
                  {**GOOD, "record_id": "r2", "features": {"zip_code": 1.0}}])  # fmt: skip
-    got = [r[0] for r in store._conn.execute(
+    got = [r[0] for r in store.cursor().execute(
         "SELECT features::VARCHAR FROM discharges ORDER BY seq").fetchall()]  # fmt: skip
     assert [None if x is None else json.loads(x) for x in got] == [{"age": 70.0}, None]
 

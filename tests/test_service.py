@@ -15,6 +15,7 @@ from consumers.base import (
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.service.app import MonitorService
+from tests.store_reads import window_results
 
 CFG = config_from_mapping(
     {
@@ -192,7 +193,7 @@ def test_a_slow_scheduled_job_does_not_hold_back_hop_evaluations(tmp_path):
         during = [t for t in hops_done if o.started_at < t < o.started_at + o.duration_s]
         # the job took o.duration_s; a job that held the hops back would leave `during` empty
         assert len(during) >= 2, (o.duration_s, len(hops_done))
-        evaluations = s.store.window_results_frame()["evaluation"].max()
+        evaluations = window_results(s.store)["evaluation"].max()
         assert evaluations == 4 + len(hops_done)
     finally:
         s.close()

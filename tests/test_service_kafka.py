@@ -152,7 +152,9 @@ def test_kill_9_mid_stream_then_restart_equals_uninterrupted(kafka_broker, tmp_p
     pd.testing.assert_frame_equal(
         _results(ref).drop(columns=drop), _results(got).drop(columns=drop)
     )
-    reasons = sorted(r[0] for r in got._conn.execute("SELECT reason FROM dead_letters").fetchall())
+    reasons = sorted(
+        r[0] for r in got.cursor().execute("SELECT reason FROM dead_letters").fetchall()
+    )
     assert reasons == sorted(
         ["invalid_json", "invalid_json", "not_an_object", "wrong_type:record_id", "oversized"]
     )

@@ -253,7 +253,7 @@ class Store:
         conflicts = np.zeros(n, dtype=bool)
         seq = np.full(n, -1, dtype=np.int64)
         if n:
-            # DuckDB's 64-bit hash of each key, as _KeyHashes holds the stored ones
+            # DuckDB's 64-bit hash of each key, as KeyHashes holds the stored ones
             h = self._per_row(table, "hash(model_id, record_id)", np.uint64)
             keys: pd.DataFrame | None = None
 
