@@ -2,11 +2,11 @@
 
 For one (model, attribute) audit cohort and each size N_i of a grid (only sizes
 strictly below the cohort size: a subsample equal to the cohort has no variance,
-SPEC section 10), draw R simple random subsamples of N_i records *without*
+docs/method.md section 10), draw R simple random subsamples of N_i records *without*
 replacement, compute each metric on every subsample, and take
 CV_i = sd / |mean| over the R values. N* is the smallest N_i with CV_i below the
 cutoff (0.05); none gives N* = inf ("not reached below the cohort size"). A cell
-fails Axis 2 when N* > N_field (SPEC section 4).
+fails Axis 2 when N* > N_field (docs/method.md section 4).
 
 Why counts are enough: every metric is a function of how many subsampled records
 fall in each (group, label, decision, score bin) cell of the cohort's
@@ -62,7 +62,7 @@ from monitor.core.counts import CountTable
 from monitor.core.metrics import METRICS, NEEDS_BINS, Tallies
 from monitor.core.numbers import as_float, finite_or_none
 
-#: SPEC section 4 size grid.
+#: docs/method.md section 4 size grid.
 DEFAULT_SIZES: tuple[int, ...] = (1_000, 2_000, 5_000, 10_000, 25_000, 50_000, 100_000)
 
 #: Spawn-key component that separates Axis 2 streams from Axis 1's ``table_rng``.
@@ -295,7 +295,7 @@ def minimum_reliable_size(sizes: Sequence[int], cvs: Sequence[float], cv_cutoff:
     """N* = the smallest size whose CV is strictly below the cutoff; inf when none is.
 
     The first such size counts even if a larger one is above the cutoff again
-    (SPEC's definition; the whole curve is reported for that reason).
+    (docs/method.md section 4; the whole curve is reported for that reason).
 
     >>> minimum_reliable_size([1000, 2000, 5000], [0.2, 0.04, 0.06], 0.05)
     2000.0

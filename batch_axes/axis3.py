@@ -1,4 +1,4 @@
-"""Axis 3 (SPEC section 5): do hospitals agree on a cell's verdict?
+"""Axis 3 (docs/method.md section 5): do hospitals agree on a cell's verdict?
 
 The audit cohort is split into K_hosp folds by hospital (scikit-learn's
 GroupKFold: balanced fold sizes, no hospital in two folds). For each metric,
@@ -40,7 +40,7 @@ from monitor.core.counts import score_bins
 from monitor.core.metrics import METRICS, Tallies, passes
 from monitor.core.numbers import as_float, float_or_none
 
-#: SPEC section 9 defaults.
+#: docs/method.md section 9 defaults.
 DEFAULT_FOLDS = 20
 DEFAULT_KAPPA_CUTOFF = 0.40
 
@@ -54,7 +54,7 @@ def fleiss_kappa(ratings: np.ndarray) -> tuple[float, bool]:
     in category j, P_e = sum_j p_j^2 the agreement expected by chance, and
     kappa = (P_bar - P_e) / (1 - P_e).
 
-    When every rating falls in one category, P_e = 1 and kappa is 0/0. SPEC
+    When every rating falls in one category, P_e = 1 and kappa is 0/0. docs/method.md
     section 5 reports that as perfect agreement: (1.0, True). Degeneracy is
     decided on the integer column totals, not on a float P_e, so rounding can
     never turn an ordinary matrix into a degenerate one or back.
@@ -100,7 +100,7 @@ LANDIS_KOCH = (
 
 
 def landis_koch_band(kappa: float) -> str:
-    """The Landis-Koch label of a kappa, with SPEC section 5's closed upper bounds."""
+    """The Landis-Koch label of a kappa, with docs/method.md section 5's closed upper bounds."""
     if math.isnan(kappa):
         raise ValueError("kappa is NaN; an undefined kappa has no band")
     if kappa < 0:

@@ -1,4 +1,4 @@
-"""EquiLense group metrics (SPEC section 7): each group against the whole cohort.
+"""EquiLense group metrics (docs/method.md section 7): each group against the whole cohort.
 
 Where the audit grid compares groups with each other (max - min), EquiLense
 compares every group with the population: a governance report can then say

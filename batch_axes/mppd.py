@@ -1,4 +1,4 @@
-"""EquiLense similarity matching, individual-fairness gap and MPPD (SPEC section 7).
+"""EquiLense similarity matching, individual-fairness gap and MPPD (docs/method.md section 7).
 
 Pure computation: arrays in, small frozen dataclasses out; nothing here reads or
 writes anything.
@@ -83,7 +83,8 @@ Strategy = Literal["kdtree", "blocked"]
 
 
 def scale_features(X: Any, method: Literal["minmax", "none"] = "minmax") -> np.ndarray:
-    """Scale each feature column for the cosine similarity (SPEC: min-max on the cohort).
+    """Scale each feature column for the cosine similarity (min-max on the cohort:
+    docs/method.md section 7).
 
     Cosine similarity weighs features by magnitude, so an unscaled feature in
     large units (e.g. minutes of surgery) would swamp the others; min-max puts
@@ -373,7 +374,7 @@ class GroupMPPD:
 
 @dataclass(frozen=True)
 class MPPDReference:
-    """Reference-based MPPD of one attribute (SPEC section 7)."""
+    """Reference-based MPPD of one attribute (docs/method.md section 7)."""
 
     reference: str | None  # None only for an empty cohort without a configured reference
     min_pairs: int
@@ -410,7 +411,7 @@ class MPPDReference:
 
 @dataclass(frozen=True)
 class MPPDPairwise:
-    """Pairwise MPPD: row = anchor group, column = matched group (SPEC section 7)."""
+    """Pairwise MPPD: row = anchor group, column = matched group (docs/method.md section 7)."""
 
     groups: tuple[str, ...]  # sorted group names; row and column order
     min_pairs: int
@@ -504,7 +505,7 @@ def mppd_reference(
 def mppd_pairwise(
     p: Any, groups: Any, pairs: Pairs, min_pairs: int = DEFAULT_MIN_PAIRS
 ) -> MPPDPairwise:
-    """Pairwise MPPD, vectorised: every group in turn as the anchor (SPEC section 7).
+    """Pairwise MPPD, vectorised: every group in turn as the anchor (docs/method.md section 7).
 
     Cell (G, H) is the mean |p_a - p_b| over directed contributions with the
     anchor a in G and the matched record b in H. Avoids privileging any one

@@ -1,4 +1,4 @@
-"""Records to JSON payloads as producers should write them (SPEC section 1).
+"""Records to JSON payloads as producers should write them (docs/method.md section 1).
 
 Used by the demo, the embedded source, the benchmarks and the tests' producers: one
 encoder, so that what is replayed is byte for byte what a Kafka producer would send.

@@ -372,7 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("what", choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak"])
     b.add_argument("--minutes", type=float, default=10.0, help="soak: duration")
     b.add_argument("--rate", type=float, default=5_000.0, help="soak: events per second")
-    b.add_argument("--config", default=None, help="TOML config (defaults: SPEC section 9)")
+    b.add_argument(
+        "--config", default=None, help="TOML config (defaults: docs/method.md section 9)"
+    )
     b.add_argument("--models", type=int, default=12)
     b.add_argument("--window", type=int, default=10_000)
     b.add_argument("--repeats", type=int, default=5)

@@ -1,4 +1,4 @@
-"""Configuration: SPEC defaults, and start-up errors that name the field."""
+"""Configuration: the defaults (docs/method.md section 9), start-up errors that name the field."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ code generates (or is missing, or a stale ``*.json`` is left over).
 Every query reads the Prometheus datasource with uid ``vfr-prometheus``
 (``provisioning/datasources/prometheus.yml``) and only metrics exported by
 ``monitor/service/exporter.py`` or recorded by ``deploy/prometheus/rules/vfr_recording.yml``
-(checked by ``tests/test_dashboards.py``). Output is deterministic: fixed uids,
+(checked by ``tests/deploy/test_dashboards.py``). Output is deterministic: fixed uids,
 sorted keys, two-space indent, trailing newline.
 """
 
@@ -40,7 +40,7 @@ OUT_DIR = Path(__file__).resolve().parent / "dashboards"
 DATASOURCE_UID = "vfr-prometheus"
 DS = dm.DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID)
 
-#: VFR above this is unstable: the service's default tau (SPEC: 0.10).
+#: VFR above this is unstable: the service's default tau (docs/method.md section 9: 0.10).
 TAU = Axis1Config().tau_vfr
 #: Default fairness threshold of the drill-down (the metric's rule in monitor.toml wins).
 DEFAULT_THRESHOLD = "0.8"

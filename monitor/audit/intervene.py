@@ -1,4 +1,4 @@
-"""`vfr-monitor intervene`: the VFR-Audit four-baseline comparison (SPEC section 8).
+"""`vfr-monitor intervene`: the VFR-Audit four-baseline comparison (docs/method.md section 8).
 
 On a cohort with features: a seeded train / validation / audit split (by hospital
 when there are hospital ids), B1 the model as trained, B2 the model refitted with

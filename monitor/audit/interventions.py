@@ -1,4 +1,4 @@
-"""SPEC section 8, the computation: splits, reweighing, per-group thresholds, refinement.
+"""docs/method.md section 8, the computation: splits, reweighing, per-group thresholds, refinement.
 
 Pure functions on arrays (no files, no model fitting): ``monitor.audit.intervene``
 loads the cohort, fits the models and writes the results.
@@ -105,7 +105,7 @@ def kamiran_calders_weights(
     its 0/1 outcome. ``lam = 1`` is plain Kamiran-Calders reweighing (AIF360's
     ``Reweighing``: n_c n_y / (n n_cy)), ``lam = 0`` leaves every weight at 1. Why
     label-aware: reweighing that only balances cell sizes leaves the label-cell
-    dependence the method exists to remove (SPEC section 10).
+    dependence the method exists to remove (docs/method.md section 10).
     """
     _, c = np.unique(np.asarray(cells), return_inverse=True)
     y = np.asarray(labels, dtype=np.int64)
@@ -151,7 +151,7 @@ def selection_rates(decision: np.ndarray, g: GroupCodes) -> np.ndarray:
 def disparate_impact(sr: np.ndarray, supported: np.ndarray) -> float:
     """min_g SR / max_g SR over supported groups; 1.0 when the max is 0; NaN below 2 groups.
 
-    The same definition as monitor.core.metrics.disparate_impact (SPEC section 2).
+    The same definition as monitor.core.metrics.disparate_impact (docs/method.md section 2).
     """
     vals = sr[supported]
     if len(vals) < 2:

@@ -1,4 +1,4 @@
-"""Typed configuration: a TOML file on top of the SPEC section 9 defaults.
+"""Typed configuration: a TOML file on top of the docs/method.md section 9 defaults.
 
 Why a typed model: a governance team edits this file by hand, and a typo in a
 threshold or a group code must stop the service at start-up with a message that
@@ -43,10 +43,10 @@ from monitor.config.sources import (
 
 Direction = Literal[">=", "<=", "abs<="]
 
-#: Metric names the engine knows (SPEC section 2, plus the named calibration variant).
+#: Metric names the engine knows (docs/method.md section 2, plus the named calibration variant).
 KNOWN_METRICS: tuple[str, ...] = ("DI", "SPD", "EOPP", "EOD", "TI", "PP", "CAL", "CAL_GAP")
 
-#: SPEC section 2 defaults: threshold and pass direction per metric.
+#: docs/method.md section 2 defaults: threshold and pass direction per metric.
 DEFAULT_METRIC_RULES: dict[str, dict[str, Any]] = {
     "DI": {"threshold": 0.80, "direction": ">="},
     "SPD": {"threshold": 0.10, "direction": "abs<="},
@@ -97,7 +97,7 @@ EXPORTABLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+/-]{0,63}")
 #: Fewer records than this and a figure is withheld (monitor.core.privacy.SMALL_CELL;
 #: repeated here because the config is the bottom layer and checks support against it).
 SMALL_CELL_RECORDS = 11
-#: Records a group needs before its rates count (SPEC section 9 default of
+#: Records a group needs before its rates count (docs/method.md section 9 default of
 #: axis1.min_group_support; the axes' functions default to it too).
 MIN_GROUP_SUPPORT = 20
 
@@ -151,7 +151,7 @@ class AttributeConfig(_Strict):
 
 
 class Axis1Config(_Strict):
-    """SPEC section 3 parameters."""
+    """docs/method.md section 3 parameters."""
 
     K: int = Field(500, ge=10, le=100_000)
     N: int = Field(10_000, ge=1)
@@ -183,7 +183,7 @@ class WindowConfig(_Strict):
 
 
 class Axis2Config(_Strict):
-    """SPEC section 4 parameters."""
+    """docs/method.md section 4 parameters."""
 
     sizes: tuple[int, ...] = (1_000, 2_000, 5_000, 10_000, 25_000, 50_000, 100_000)
     R: int = Field(30, ge=2, le=10_000)
@@ -199,14 +199,14 @@ class Axis2Config(_Strict):
 
 
 class Axis3Config(_Strict):
-    """SPEC section 5 parameters."""
+    """docs/method.md section 5 parameters."""
 
     folds: int = Field(20, ge=2, le=1_000)
     kappa_cutoff: float = Field(0.40, ge=-1, le=1)
 
 
 class EquiLenseConfig(_Strict):
-    """SPEC section 7: group metrics and MPPD similarity."""
+    """docs/method.md section 7: group metrics and MPPD similarity."""
 
     features: list[str] = Field(default_factory=list)
     scaling: Literal["minmax", "none"] = "minmax"
@@ -242,7 +242,8 @@ class InputConfig(_Strict):
 
 
 class InterventionConfig(_Strict):
-    """SPEC section 8: the offline four-baseline intervention comparison (`vfr-monitor intervene`).
+    """The offline four-baseline intervention comparison (`vfr-monitor intervene`;
+    docs/method.md section 8).
 
     Thresholds are searched on a grid of ``threshold_step`` around ``decision.threshold``;
     ``lambda_`` tempers the Kamiran-Calders weights: w = 1 + lambda (w_KC - 1), clipped.
@@ -256,7 +257,7 @@ class InterventionConfig(_Strict):
     lambda_sweep: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0)
     weight_clip: tuple[float, float] = (0.1, 10.0)
     di_target: float = Field(0.80, gt=0.0, le=1.0)
-    #: B3/B4 aim at di_target + margin on validation (0: the SPEC's rule exactly)
+    #: B3/B4 aim at di_target + margin on validation (0: the method's rule exactly)
     di_search_margin: float = Field(0.0, ge=0.0, lt=0.5)
     threshold_step: float = Field(0.01, gt=0.0, le=0.1)
     #: greedy steps of the B3 search and of the B4 refinement (each step moves one threshold)
@@ -371,7 +372,7 @@ class ServiceConfig(_Strict):
 
 
 class MonitorConfig(_Strict):
-    """The whole configuration, with SPEC section 9 defaults."""
+    """The whole configuration, with docs/method.md section 9 defaults."""
 
     attributes: list[AttributeConfig] = Field(
         default_factory=lambda: [AttributeConfig(**a) for a in DEFAULT_ATTRIBUTES]

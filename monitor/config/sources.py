@@ -129,7 +129,7 @@ def _split_list(v: Any) -> Any:
 
 
 class KafkaConfig(_Strict):
-    """A Kafka consumer group reading scored discharges (SPEC section 1 JSON objects)."""
+    """A Kafka consumer group reading scored discharges (docs/method.md section 1 JSON objects)."""
 
     bootstrap_servers: tuple[str, ...] = Field(min_length=1)
     topics: tuple[str, ...] = Field(("scored-discharges",), min_length=1)

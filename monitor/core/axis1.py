@@ -7,7 +7,7 @@ every metric except calibration depends only on how many drawn records have
 decision 1, which is Binomial(n_s, p_s) with p_s the stratum's share of
 decision 1. Calibration depends on how many draws land in each score bin, a
 Multinomial(n_s, q_s) draw. So the whole bootstrap costs O(K x strata x bins),
-independent of N (SPEC section 3).
+independent of N (docs/method.md section 3).
 
 The one step that is not exact is the score *sum* of the draws in a
 (group, bin) cell: the table keeps count, sum and sum of squares, so the sum of
@@ -122,7 +122,7 @@ def allocate_resample(stratum_counts: np.ndarray, size: int) -> np.ndarray:
 
 
 def resample_size(window_n: int, n_max: int) -> int:
-    """SPEC: N = min(window size, configured N)."""
+    """docs/method.md section 3: N = min(window size, configured N)."""
     return min(int(window_n), int(n_max))
 
 

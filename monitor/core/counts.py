@@ -1,6 +1,6 @@
 """Stratum count tables: the sufficient statistics of a window for one (model, attribute).
 
-Every metric of SPEC section 2 is a function of how many records fall in each
+Every metric of docs/method.md section 2 is a function of how many records fall in each
 (group, label, decision, score bin) cell, plus the score sum and sum of squares
 per cell (for calibration). Keeping only these tables makes a window's state
 O(groups x bins), independent of how many records it holds, and makes the

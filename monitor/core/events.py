@@ -4,7 +4,7 @@ Each cell keeps two states per tracked quantity (dominant verdict, tier):
 
 * raw: the value of the latest evaluation; every change is a raw event.
 * confirmed: changes only after the new raw value has held for
-  ``confirm_windows`` consecutive evaluations (SPEC section 6); that change is
+  ``confirm_windows`` consecutive evaluations (docs/method.md section 6); that change is
   a confirmed event carrying the old and new confirmed values.
 
 Example:

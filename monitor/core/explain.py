@@ -4,7 +4,7 @@ A governance board does not read "tier_change Practical-Stability -> Caution-Req
 it reads "DI by sex moved from Stable to Caution: VFR rose from 0.04 to 0.19 (above
 0.10) as the value fell to 0.81, 0.01 from the threshold." The sentence is built from
 the event's axes before and after the change (:class:`~monitor.core.events.CellEvent`)
-and the cutoffs that define the tiers (SPEC section 6): tau for the VFR, N_field for N*,
+and the cutoffs that define the tiers (docs/method.md section 6): tau for the VFR, N_field for N*,
 the kappa cutoff for Axis 3. It names every axis that crossed its cutoff; when none did
 (a result arriving for the first time, say) it says which result arrived.
 

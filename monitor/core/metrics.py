@@ -1,4 +1,4 @@
-"""The fairness metrics of SPEC section 2 as plain functions of count tallies.
+"""The fairness metrics of docs/method.md section 2 as plain functions of count tallies.
 
 Every function takes a :class:`Tallies` whose arrays may carry any number of
 leading axes (bootstrap replicates, models, ...), a boolean ``support`` mask
@@ -10,7 +10,7 @@ Support is judged on the records a rate is computed from (a departure from the
 papers, see docs/decisions.md): a group's rate enters a metric only when its
 *denominator* has at least ``min_support`` records: positives for TPR,
 negatives for FPR, flagged records for PPV, records for selection rate, Theil
-and calibration. The SPEC's "no positives: left out" rule is the special case
+and calibration. The method's "no positives: left out" rule is the special case
 ``min_support = 1``. :func:`smallest_denominator` reports the weakest rate that
 entered a value.
 

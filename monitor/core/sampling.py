@@ -49,7 +49,7 @@ The kernels release the GIL (``nogil=True``) so a thread pool over tables uses
 both cores, and are cached on disk (``cache=True``): a process loads machine code
 (~0.4 CPU-s) instead of compiling (~7 CPU-s; see ``monitor.core.axis1.compile_kernels``).
 
-``tests/test_sampling.py`` checks every regime with chi-square goodness-of-fit
+``tests/core/test_sampling.py`` checks every regime with chi-square goodness-of-fit
 tests against the exact pmf and against numpy's sampler.
 """
 

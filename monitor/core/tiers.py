@@ -1,4 +1,4 @@
-"""Reliability tiers (SPEC section 6): failed-axis count -> tier, honestly marked.
+"""Reliability tiers (docs/method.md section 6): failed-axis count -> tier, honestly marked.
 
 A tier is only as good as the axes behind it, so two states are explicit:
 

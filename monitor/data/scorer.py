@@ -155,7 +155,7 @@ def score_stream(
 ) -> ScoredStream:
     """Score every discharge with every model; rows interleaved by event time.
 
-    Columns follow the record schema (SPEC section 1): record_id, model_id, event_time,
+    Columns follow the record schema (docs/method.md section 1): record_id, model_id, event_time,
     hospital_id (when the data has one), score, label, the attributes, and ``features``
     (a dict of the numeric features, for EquiLense matching).
     """

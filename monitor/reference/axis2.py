@@ -1,4 +1,4 @@
-"""Record-level Axis 2 oracle: subsample records, recompute every metric (SPEC section 4).
+"""Record-level Axis 2 oracle: subsample records, recompute every metric (docs/method.md section 4).
 
 O(R x N) per audit size, so for tests only. Independent of count tables and of the
 hypergeometric and moment-matched draws of :mod:`batch_axes.axis2`; it shares only the

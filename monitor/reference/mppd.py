@@ -1,4 +1,5 @@
-"""All-pairs MPPD oracles: the dense matcher and record loops, word for word as SPEC section 7.
+"""All-pairs MPPD oracles: the dense matcher and record loops, word for word as
+docs/method.md section 7.
 
 Slow on purpose (O(n^2 x features) matching, Python loops over records): they check
 :mod:`batch_axes.mppd`'s neighbour-index matcher and vectorised MPPD. The pair predicate
@@ -74,7 +75,7 @@ def mppd_reference_loop(
     reference: str | None = None,
     min_pairs: int = DEFAULT_MIN_PAIRS,
 ) -> MPPDReference:
-    """Reference-based MPPD as a plain loop over records, word for word as in the SPEC.
+    """Reference-based MPPD as a plain loop over records (docs/method.md section 7).
 
     Slow on purpose: it checks the vectorised :func:`mppd_reference`.
     """

@@ -1,6 +1,6 @@
 """The report's interventions section: the four baselines of ``vfr-monitor intervene``.
 
-Reads the command's ``baselines.json`` (SPEC section 8; the paper's Tables 5 and 6 in
+Reads the command's ``baselines.json`` (docs/method.md section 8; the paper's Tables 5 and 6 in
 one row per baseline) and turns it into the rows the page shows. Only aggregates are in
 that file; group sizes below the small-cell rule are already written ``<11`` there.
 """

@@ -12,7 +12,7 @@ type, an unknown field, ...): such a batch takes the per-message path. A batch t
 parses but holds a bad record also takes the per-message path (see
 ``Pipeline._decode_columnar``), so every dead letter keeps the per-message reason.
 The per-message path (``validate_record`` in :mod:`monitor.stream.schema`) is the
-oracle of both functions here (tests/test_columnar.py).
+oracle of both functions here (tests/stream/test_columnar.py).
 
 Rules are one per field, in :func:`field_rules`, in the order :func:`validate_frame`
 checks them (the first fault of a record is its reason). A new per-field rule goes

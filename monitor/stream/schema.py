@@ -1,4 +1,4 @@
-"""The scored-discharge schema (SPEC section 1) and its validation.
+"""The scored-discharge schema (docs/method.md section 1) and its validation.
 
 One implementation, vectorised over a batch: a Kafka poll, a replayed file and
 a single record all go through :func:`validate_frame`, so a record is judged

@@ -1,0 +1,275 @@
+"""The offline audit command end to end: real data, a multi-hospital cohort, bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from monitor.bench.synthetic import synthetic_cohort
+from monitor.cli import main
+from monitor.core.metrics import passes
+from monitor.reference.metrics import metric_from_records
+from tests.support.real_data import DIABETES_CONFIG, diabetes_scored
+
+REQUIRED = [
+    "model_id", "metric", "attribute", "value", "point_verdict", "dominant_verdict", "vfr",
+    "sigma", "ci_low", "ci_high", "n_star", "kappa", "kappa_band", "failed_axes", "tier",
+]  # fmt: skip
+TIER_ORDER = [
+    "Practical-Stability",
+    "Caution-Required",
+    "High-Variance",
+    "Catastrophic-Instability",
+]
+TIERS = set(TIER_ORDER)
+
+
+def _read_cells(out):
+    with (out / "cells.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def diabetes_audit(tmp_path_factory):
+    d = tmp_path_factory.mktemp("diabetes")
+    cohort = diabetes_scored()
+    cohort.to_csv(d / "scored.csv", index=False)
+    # a narrower similarity threshold keeps MPPD's pair count (and the test) small
+    (d / "config.toml").write_text(DIABETES_CONFIG + "threshold = 0.0005\n")
+    code = main(["audit", "--input", str(d / "scored.csv"), "--config", str(d / "config.toml"),
+                 "--out", str(d / "out"), "--quiet"])  # fmt: skip
+    return code, d / "out", cohort
+
+
+def test_diabetes_audit_reports_axis3_not_applicable(diabetes_audit):
+    code, out, _ = diabetes_audit
+    assert code == 0
+    cells = _read_cells(out)
+    assert len(cells) == 7 * 3  # one model, seven metrics, three attributes
+    assert list(cells[0])[: len(REQUIRED)] == REQUIRED
+    for c in cells:
+        assert c["kappa"] == "" and c["kappa_band"] == "not applicable"
+        assert c["partial"] == "True" and "axis3" not in c["failed_axes"]
+        assert c["tier"] in TIERS - {"Catastrophic-Instability"}  # two axes can fail at most
+        assert 0.0 <= float(c["vfr"]) <= 0.5
+        assert c["n_star"] == "inf" or float(c["n_star"]) in (1000, 2000, 5000, 10000, 25000)
+        assert (
+            "no record has a hospital_id" in c["axis3_note"]
+            or "without hospital_id" in c["axis3_note"]
+        )
+
+
+def test_diabetes_point_values_match_records(diabetes_audit):
+    _, out, cohort = diabetes_audit
+    cells = {(c["metric"], c["attribute"]): c for c in _read_cells(out)}
+    age_map = {"[0-10)": 0, "[10-20)": 0, "[20-30)": 0, "[30-40)": 0, "[40-50)": 0,
+               "[50-60)": 1, "[60-70)": 1, "[70-80)": 2, "[80-90)": 2, "[90-100)": 2}  # fmt: skip
+    race_codes = ["Caucasian", "AfricanAmerican", "Hispanic", "Asian", "Other", "?"]
+    groups = {
+        "race": cohort["race"].map({c: i for i, c in enumerate(race_codes)}).to_numpy(),
+        "sex": (cohort["gender"] == "Male").astype(int).to_numpy(),
+        "age_group": cohort["age"].map(age_map).to_numpy(),
+    }
+    y = (cohort["time_in_hospital"] > 3).astype(int).to_numpy()
+    s = cohort["score"].to_numpy()
+    d = (s >= 0.5).astype(int)
+    for (metric, attr), c in cells.items():
+        g = groups[attr]
+        included = [k for k in np.unique(g) if (g == k).sum() >= 20]
+        want = metric_from_records(metric, g, y, d, s, included, min_support=20)
+        assert float(c["value"]) == pytest.approx(want, abs=1e-12)
+        verdict = (
+            "pass" if passes(np.array(want), float(c["threshold"]), c["direction"]) else "fail"
+        )
+        assert c["point_verdict"] == verdict
+
+
+def test_diabetes_outputs_carry_no_record_level_values(diabetes_audit):
+    _, out, cohort = diabetes_audit
+    text = (out / "cells.json").read_text() + (out / "mppd.json").read_text()
+    eq = json.loads((out / "mppd.json").read_text())
+    assert eq["models"]["los-logreg"]["individual_fairness_gap"]["pairs"] > 0
+    assert {g["metric"] for g in eq["group_metrics"]} == {"DPD", "EOD", "EO", "EDDI"}
+    for rid in cohort["encounter_id"].astype(str).sample(50, random_state=1):
+        assert f'"{rid}"' not in text
+    for score in cohort["score"].sample(50, random_state=2):
+        assert repr(float(score)) not in text
+
+
+def _texas_like_file(path, n=60_000, seed=3):
+    """A Texas-100X-shaped file: THCIC_ID, SEX_CODE, RACE, ETHNICITY, PAT_AGE, two models."""
+    c = synthetic_cohort(n, models=2, seed=seed)
+    frame = pd.DataFrame(
+        {
+            "THCIC_ID": 1000 + c.hospital,
+            "SEX_CODE": np.array(["M", "F"])[c.attributes["sex"]],
+            "RACE": c.attributes["race"],
+            "ETHNICITY": c.attributes["ethnicity"],
+            "PAT_AGE": np.array([3, 9, 14, 20])[c.attributes["age_group"]],
+            "LENGTH_OF_STAY": np.where(c.label == 1, 5, 2),
+            "p_xgb": c.scores[0],
+            "p_lr": c.scores[1],
+        }
+    )
+    frame.to_parquet(path)
+    return frame
+
+
+TEXAS_CONFIG = """
+[input]
+score_columns = { xgb = "p_xgb", lr = "p_lr" }
+[input.columns]
+hospital_id = "THCIC_ID"
+sex = "SEX_CODE"
+race = "RACE"
+ethnicity = "ETHNICITY"
+age_group = "PAT_AGE"
+[input.label_from]
+column = "LENGTH_OF_STAY"
+greater_than = 3
+[input.codes.sex]
+M = "0"
+F = "1"
+[input.codes.age_group]
+"3" = "0"
+"9" = "1"
+"14" = "2"
+"20" = "3"
+[axis2]
+R = 30
+"""
+
+
+def test_multi_hospital_audit_with_mapped_columns(tmp_path):
+    _texas_like_file(tmp_path / "cohort.parquet")
+    (tmp_path / "c.toml").write_text(TEXAS_CONFIG)
+    code = main(["audit", "--input", str(tmp_path / "cohort.parquet"), "--config",
+                 str(tmp_path / "c.toml"), "--out", str(tmp_path / "out"), "--quiet"])  # fmt: skip
+    assert code == 0
+    cells = _read_cells(tmp_path / "out")
+    assert len(cells) == 2 * 7 * 4
+    assert {c["model_id"] for c in cells} == {"xgb", "lr"}
+    for c in cells:
+        assert c["partial"] == "False" and c["tier"] in TIERS
+        kappa = float(c["kappa"])
+        assert -1.0 <= kappa <= 1.0 and c["kappa_band"] != "not applicable"
+        failed = [a for a in c["failed_axes"].split("+") if a]
+        assert c["tier"] == TIER_ORDER[len(failed)]
+        assert ("axis3" in failed) == (kappa < 0.40)
+    # kappa is one number per (model, metric), shared by its attribute cells
+    by_metric = {}
+    for c in cells:
+        by_metric.setdefault((c["model_id"], c["metric"]), set()).add(c["kappa"])
+    assert all(len(v) == 1 for v in by_metric.values())
+
+
+@pytest.mark.parametrize(
+    ("mutate", "fragments"),
+    [
+        (lambda f: f.drop(columns=["RACE"]), ["missing column 'RACE'", "race"]),
+        (
+            lambda f: f.assign(RACE=np.where(np.arange(len(f)) % 1000 == 7, 9, f["RACE"])),
+            ["column 'RACE'", "unknown code", "7, 1007, 2007"],
+        ),
+        (
+            lambda f: f.assign(p_xgb=np.where(np.arange(len(f)) == 5, np.nan, f["p_xgb"])),
+            ["p_xgb", "missing", "row(s) 5"],
+        ),
+        (
+            lambda f: f.assign(p_lr=np.where(np.arange(len(f)) == 11, 1.5, f["p_lr"])),
+            ["p_lr", "out of range", "row(s) 11"],
+        ),
+        (lambda f: f.iloc[:0], ["no rows"]),
+    ],
+)
+def test_bad_input_names_column_and_rows_never_values(tmp_path, capsys, mutate, fragments):
+    frame = _texas_like_file(tmp_path / "ok.parquet", n=3000)
+    mutate(frame).to_parquet(tmp_path / "bad.parquet")
+    (tmp_path / "c.toml").write_text(TEXAS_CONFIG)
+    code = main(["audit", "--input", str(tmp_path / "bad.parquet"), "--config",
+                 str(tmp_path / "c.toml"), "--out", str(tmp_path / "out"), "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    for frag in fragments:
+        assert frag in err, err
+    assert "1.5" not in err and "nan" not in err.lower().replace("non-numeric", "")
+    assert not (tmp_path / "out").exists()
+
+
+def test_empty_csv_file(tmp_path, capsys):
+    (tmp_path / "empty.csv").write_text("")
+    assert (
+        main(["audit", "--input", str(tmp_path / "empty.csv"), "--out", str(tmp_path / "o")]) == 2
+    )
+    assert "empty" in capsys.readouterr().err
+
+
+def test_sigma_and_ci_are_consistent(diabetes_audit):
+    _, out, _ = diabetes_audit
+    for c in json.loads((out / "cells.json").read_text())["cells"]:
+        if c["value"] is None:
+            continue
+        assert c["ci_low"] <= c["ci_high"]
+        assert c["sigma"] == "inf" or (c["sigma"] >= 0 and not math.isnan(c["sigma"]))
+
+
+def test_small_pair_counts_are_withheld():
+    from batch_axes.equilense import AttributeMPPD, suppress_small_pair_counts
+    from batch_axes.mppd import GroupMPPD, MPPDPairwise, MPPDReference
+
+    entry = AttributeMPPD(
+        MPPDReference("b", 1, (GroupMPPD("a", 0.2, 3, True, 0.1),
+                               GroupMPPD("b", 0.3, 40, False, 0.0)), 0.1),
+        MPPDPairwise(("a", "b"), 1, ((0.1, 0.5), (0.5, None)), ((12, 2), (2, 0)),
+                     ((False, False), (False, True))),
+    )  # fmt: skip
+    d = suppress_small_pair_counts(entry).to_dict()
+    out = {"groups": d["reference"]["groups"], "pairwise": d["pairwise"]}
+    assert out["groups"][0] == {
+        "group": "a",
+        "mean": None,
+        "pairs": "<11",
+        "low_support": True,
+        "gap_to_reference": None,
+    }
+    assert out["groups"][1]["mean"] == 0.3 and out["groups"][1]["pairs"] == 40
+    assert out["pairwise"]["means"] == [[0.1, None], [None, None]]
+    assert out["pairwise"]["pairs"] == [[12, "<11"], ["<11", "<11"]]
+
+
+def test_audit_cells_round_trip_through_cells_json(diabetes_audit):
+    from batch_axes.audit_cell import AuditCell
+
+    _, out, _ = diabetes_audit
+    rows = json.loads((out / "cells.json").read_text())["cells"]
+    assert rows and all(AuditCell.from_dict(r).to_dict() == r for r in rows)
+
+
+def test_audit_cell_round_trip_and_withheld_cells(tmp_path):
+    from batch_axes.audit_cell import AuditCell
+    from monitor.audit.run import run_audit
+    from monitor.config import config_from_mapping
+
+    rng = np.random.default_rng(1)
+    rows = [{"record_id": i, "model_id": m, "score": rng.uniform(),
+             "label": int(rng.integers(0, 2)), "race": int(rng.integers(0, 5)), "sex": i % 2,
+             "ethnicity": 1, "age_group": 2}
+            for m, n in (("big", 300), ("tiny", 8)) for i in range(n)]  # fmt: skip
+    pd.DataFrame(rows).to_csv(tmp_path / "in.csv", index=False)
+    cfg = config_from_mapping({"axis1": {"K": 30}, "axis2": {"sizes": [50, 100], "R": 3}})
+    cells = run_audit(tmp_path / "in.csv", cfg).cells
+    exact = 0
+    for c in cells:
+        back = AuditCell.from_dict(json.loads(json.dumps(c.to_dict(), allow_nan=False)))
+        assert back.to_dict() == c.to_dict()
+        assert back.withheld == c.withheld == (c.model_id == "tiny")
+        figures = (c.value, c.sigma, c.ci_low, c.ci_high, c.min_denominator)
+        if not c.withheld and not any(math.isnan(x) for x in figures):
+            assert back == c
+            exact += 1
+    assert exact

@@ -1,0 +1,105 @@
+"""The `vfr-monitor bench` commands run and print the keys their notes quote.
+
+Smoke tests only: timings are measured by running the commands, never asserted here
+(machines are shared and noisy). What is asserted is that each benchmark still compares
+the fast path with its baseline and agrees with it (same pairs, VFR within tolerance).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from monitor.cli import main
+
+
+def _run(capsys, *argv: str) -> dict:
+    assert main(["bench", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_bench_axes_runs_the_service_entry_points(capsys) -> None:
+    out = _run(capsys, "axes", "--records", "20000", "--repeats", "1")
+    assert out["cells"] == 28 and out["records"] == 20000
+    assert out["axis2_s"] > 0 and out["axis3_s"] > 0
+
+
+def test_bench_mppd_fast_matcher_agrees_with_the_oracle(capsys) -> None:
+    out = _run(capsys, "mppd", "--n", "1500", "--n-large", "3000")
+    assert out["same_pairs"] is True and out["speedup"] > 0
+
+
+def test_bench_axis1_fast_agrees_with_the_record_oracle(capsys) -> None:
+    out = _run(capsys, "axis1", "--models", "1", "--window", "2000", "--repeats", "1")
+    assert out["cells"] == 28 and out["max_vfr_diff"] <= out["vfr_tolerance"]
+    # the floor is timed beside the engine, with the same draws
+    assert out["floor_s"] > 0
+    assert abs(out["floor_ratio"] - out["fast_s"] / out["floor_s"]) < 0.01
+
+
+def test_bench_ingest_honours_the_config_and_can_leave_evaluations_out(
+    capsys,
+    tmp_path,
+    kafka_broker,
+) -> None:
+    """--config sets the pipeline's window and hop; --no-evaluations times ingest alone."""
+    cfg = tmp_path / "bench.toml"
+    cfg.write_text('[window]\nsize = 500\nhop_records = 250\nhop_seconds = 0\n')
+    common = ("--events", "6000", "--max-batch", "500", "--bootstrap", kafka_broker)
+    out = _run(capsys, "ingest", *common, "--config", str(cfg))
+    assert out["events"] == 6000 and out["evaluations_enabled"] is True
+    assert out["hop_records"] == 250
+    assert out["evaluations"] == 12 * (500 // 250)  # 12 models x 500 records / hop 250
+    # the worker's Axis 1 CPU is counted in the CPU budget (it computed 24 evaluations)
+    assert out["worker_cpu_us"] > 0 and out["cores"] == os.cpu_count()
+    budget = (out["pipeline_cpu_us"] + out["worker_cpu_us"]) / out["cores"]
+    assert abs(out["cpu_ceiling_ratio"] - out["raw_us"] / budget) < 0.02 * out["cpu_ceiling_ratio"]
+    out = _run(capsys, "ingest", *common, "--config", str(cfg), "--no-evaluations")
+    assert out["evaluations_enabled"] is False and out["evaluations"] == 0
+    assert out["ratio"] > 0
+    # the pipeline's own stage timings; clean synthetic input takes the columnar path
+    for stage in ("decode_us", "validate_us", "store_us", "window_us", "commit_us"):
+        assert out[stage] > 0 and out["cpu_per_record_us"][stage] >= 0
+    assert out["per_message_batches"] == 0 and out["batches"] >= 12
+    # the same payloads through the pipeline without Kafka, and the serial bound
+    assert out["sink_alone_records"] == 6000 and out["sink_alone_us"] > 0
+    assert abs(out["serial_us"] - out["raw_us"] - out["sink_alone_us"]) < 0.02
+
+
+def test_bench_alerts_replays_a_small_demo_through_the_real_rules(capsys, tmp_path) -> None:
+    """A short demo year through the real exporter, promtool rules and amtool routing."""
+    out = _run(capsys, "alerts", "--records", "12000")
+    models = out["models"]
+    assert set(models) == {"los-xgb-discharge", "los-xgb-admission"}
+    assert all(n > 0 for n in out["evaluations"].values())
+    # routing comes from the shipped Alertmanager config
+    assert out["receivers"]["VFRConfirmedVerdictFlip"] == "governance"
+    assert out["receivers"]["VFRVerdictUnreliable"] == "governance-notices"
+    assert out["receivers"]["VFRConfirmedTierDowngradeNotice"] == "governance-notices"
+    notices = {
+        "VFRVerdictUnreliable", "VFRCatastrophicInstability", "VFRConfirmedTierDowngradeNotice"
+    }
+    for d in models.values():
+        assert d["pages_total"] == sum(d["pages"].values())
+        assert not set(d["pages"]) & notices
+    # the replay clock: each evaluation lasts its event-time gap, cut to the rules' memory
+    # (the demo's gaps, days, are longer than the shipped rules' memory, hours)
+    replay = out["replay"]
+    assert 0 < replay["rule_memory_s"] <= replay["longest_span_s"]
+    assert replay["event_time_gap_hours"]["min"] * 3600 > replay["rule_memory_s"]
+    # every counted episode is an alert promtool reported, on a known model
+    assert sum(d["pages_total"] + d["notices_total"] for d in models.values()) == len(
+        [e for e in out["episodes"] if e.get("model") in models]
+    )
+    assert out["planted"]["model"] == "los-xgb-discharge"
+    assert main(["bench", "alerts", "--db", str(tmp_path / "missing.duckdb")]) == 2
+
+
+def test_the_benches_find_the_broker_script_and_rule_files() -> None:
+    """`bench ingest`/`bench soak` without --bootstrap start a broker with kafka.sh, and
+    `bench alerts` reads the shipped rules: their paths must survive package moves (a move
+    into monitor/bench/ once left `bench soak` looking for monitor/deploy/kafka/kafka.sh)."""
+    from monitor.bench import alerts, ingest
+
+    assert ingest.KAFKA_SH.is_file(), ingest.KAFKA_SH
+    assert all(p.is_file() for p in (*alerts.RULE_FILES, alerts.ALERTMANAGER))

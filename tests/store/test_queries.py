@@ -1,0 +1,134 @@
+"""monitor.store.queries: each read function on a small file written through the writer."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from consumers.base import Origin
+from monitor.config import config_from_mapping
+from monitor.core.events import CellEvent
+from monitor.store import Store, queries
+from monitor.store.results_messages import event_message, parse_message
+from monitor.stream.pipeline import Pipeline
+from tests.support.pipeline_runs import scored_payloads
+
+CFG = config_from_mapping(
+    {
+        "window": {"size": 400, "hop_records": 200, "hop_seconds": 0},
+        "axis1": {"K": 30},
+        "models": [{"id": "model-00"}, {"id": "model-01"}],
+    }
+)
+AT = pd.Timestamp("2026-11-02T00:00:00Z")
+EVENTS = [
+    CellEvent("verdict_flip", "model-00", "DI", "race", "pass", "fail", False, "pass_to_fail",
+              101, {"value": 0.7}, {"value": 0.9}),
+    CellEvent("verdict_flip", "model-00", "DI", "race", "pass", "fail", True, "pass_to_fail",
+              102, {"value": 0.7}, {"value": 0.9}),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """800 records of two models (two count hops each, and the events they raise), an axis
+    result, a job run and two more events (written as the fleet view writes them)."""
+    s = Store(tmp_path_factory.mktemp("q") / "q.duckdb", CFG)
+    pipe = Pipeline(CFG, s)
+    payloads = scored_payloads(n=400, models=2)
+    pipe.ingest_batch(payloads, [Origin("t", 0, i) for i in range(len(payloads))])
+    pipe.flush()
+    s.write_axis_results("axis2", "model-00", 400, [{"metric": "DI"}], AT, position=400)
+    s.write_job_run("axis2", AT, 1.5, "success", None)
+    s.apply_results(
+        [parse_message(*event_message(AT, e, "d1")) for e in EVENTS]
+    )
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def c(store):
+    cur = store.cursor()
+    yield cur
+    cur.close()
+
+
+def test_window_records_selects_by_stream_position(c, store):
+    every = queries.window_records(c, store.attributes, "model-00")
+    last = queries.window_records(c, store.attributes, "model-00", end_count=300, last_n=100)
+    assert len(every) == 400 and list(every["seq"]) == sorted(every["seq"])
+    assert len(last) == 100 and set(store.attributes) <= set(last.columns)
+    detailed = queries.window_records(c, store.attributes, "model-00", with_details=True)
+    assert {"hospital_id", "features", "record_id"} <= set(detailed.columns)
+
+
+def test_monthly_records_and_labels_scores(c):
+    assert queries.monthly_records(c, "model-00") == [("2026-11", 400)]
+    label, score = queries.latest_labels_scores(c, "model-00", 50)
+    assert len(label) == len(score) == 50
+
+
+def test_tables_counts_memory_and_models(c):
+    assert {"discharges", "window_results", "events", "cell_state"} <= queries.tables(c)
+    n = queries.counts(c)
+    assert set(n) == set(queries.COUNTED_TABLES)
+    assert n["discharges"] == 800 and n["events"] >= 2 and n["job_runs"] == 1
+    assert queries.memory_mb(c) >= 0
+    assert queries.models_with_results(c) == ["model-00", "model-01"]
+
+
+def test_state_reads(c, store):
+    assert queries.source_offsets(c) == {("t", 0): 800}
+    assert queries.model_partitions(c) == {"model-00": ("t", 0), "model-01": ("t", 0)}
+    states = queries.model_states(c)
+    assert states["model-00"]["records"] == 400
+    assert queries.model_progress(c)["model-00"][0] == 400
+    cells = queries.cell_states(c)
+    assert len(cells) == 2 * len(CFG.metrics) * len(CFG.attributes)
+    assert queries.models_with_cells(c) == ["model-00", "model-01"]
+    latest = queries.latest_cells(c, "model-00")
+    assert {r["metric"] for r in latest} == {m.name for m in CFG.metrics}
+
+
+def test_window_result_reads(c):
+    assert set(queries.last_evaluation_times(c)) == {"model-00", "model-01"}
+    times = queries.evaluation_times(c)
+    assert {e for (m, e) in times if m == "model-00"} == {1, 2}
+    latest = queries.latest_window_results(c)
+    assert len(latest) == 2 * len(CFG.metrics) * len(CFG.attributes)
+    assert all(r["evaluation"] == 2 for _, r in latest)
+    history = queries.cell_history(c, "model-00")
+    assert [h.evaluation for h in history][:1] == [1] and history[-1].evaluation == 2
+    first = history[0]
+    page = queries.window_history(c, "model-00", first.metric, first.attribute, limit=1)
+    assert [r["evaluation"] for r in page] == [2]
+    older = queries.window_history(c, "model-00", first.metric, first.attribute, before=2)
+    assert [r["evaluation"] for r in older] == [1]
+    sizes = queries.evaluation_window_sizes(c, [("model-00", 1), ("model-00", 9)])
+    assert sizes == {("model-00", 1): 200}
+
+
+def test_event_reads_are_typed(c):
+    newest = queries.events_since(c, limit=1)
+    assert [s.event for s in newest] == [EVENTS[1]] and newest[0].decision_config == "d1"
+    assert [s.event for s in queries.events_since(c, since_id=newest[0].id - 1)] == [EVENTS[1]]
+    assert list(newest[0].to_dict())[:3] == ["id", "created_at", "kind"]
+    everything = queries.events_since(c, limit=10_000)
+    assert [s.event for s in queries.model_events(c, "model-00")][-2:] == EVENTS
+    assert {s.id for m in ("model-00", "model-01") for s in queries.model_events(c, m)} == {
+        s.id for s in everything
+    }
+    confirmed = queries.confirmed_events(c)
+    assert confirmed[-1] == EVENTS[1]
+    assert confirmed == [s.event for s in reversed(everything) if s.event.confirmed]
+
+
+def test_axis_job_and_outbox_reads(c):
+    assert queries.latest_axis_results(c, "axis2") == {"model-00": [{"metric": "DI"}]}
+    rows = queries.axis_history(c, "axis2", "model-00")
+    assert [(r["model_id"], r["cohort_n"]) for r in rows] == [("model-00", 400)]
+    assert queries.axis_history(c, "axis3") == []
+    (run,) = queries.job_runs(c)
+    assert (run.job, run.success, run.failed, run.last_state) == ("axis2", 1, 0, "success")
+    assert queries.outbox_batch(c, 10) == []  # a single service writes no outbox
