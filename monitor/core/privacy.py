@@ -8,7 +8,15 @@ health statistics (counts of 1-10 are suppressed).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
 from monitor.config import SMALL_CELL_RECORDS
+
+K = TypeVar("K")
+T = TypeVar("T")
 
 #: Fewer records than this and a figure is withheld.
 SMALL_CELL = SMALL_CELL_RECORDS
@@ -55,3 +63,153 @@ def withhold(row: dict, n: int | float | None, keep: frozenset[str] = CELL_IDENT
     if reportable(n):
         return row
     return {k: (v if k in keep else SMALL_CELL_LABEL) for k, v in row.items()}
+
+
+# ----------------------------------------------------------------------------- rounding
+#: Counts that need not be exact (records received, group sizes, window sizes, volumes,
+#: fold sizes) are published rounded to a multiple of this base. 5 is NHS England's
+#: convention for published hospital activity counts (suppress 1-7, round the rest to 5):
+#: it keeps a complement (a total minus its parts) from pinning down a withheld group
+#: while changing no count by more than 2 (docs/privacy.md).
+ROUNDING_BASE = 5
+
+#: Rates published beside rounded counts (a group's selection rate) keep this many
+#: decimals: an exact rate s/n next to a count rounded to 5 gives the exact n back (few
+#: fractions with n in a width-5 interval equal a 17-digit float), two decimals do not.
+RATE_DECIMALS = 2
+
+
+def rounded_count(n: int | float, base: int = ROUNDING_BASE) -> int:
+    """``n`` to the nearest multiple of ``base`` (halves up).
+
+    >>> [rounded_count(n) for n in (11, 12, 13, 5240)]
+    [10, 10, 15, 5240]
+    """
+    return int(base * math.floor(float(n) / base + 0.5))
+
+
+def published_count(n: int | float | None) -> int | str:
+    """A count as it leaves the service: withheld below the small-cell rule, else rounded.
+
+    >>> published_count(4), published_count(87)
+    ('<11', 85)
+    """
+    return rounded_count(n) if reportable(n) else SMALL_CELL_LABEL  # type: ignore[arg-type]
+
+
+def rounded_rate(x: float | None) -> float | None:
+    """A rate published beside rounded counts (see :data:`RATE_DECIMALS`).
+
+    >>> rounded_rate(41 / 90), rounded_rate(None)
+    (0.46, None)
+    """
+    if x is None or not math.isfinite(x):
+        return None
+    return round(float(x), RATE_DECIMALS)
+
+
+# ----------------------------------------------------------------------------- complements
+def suppressed_groups(sizes: Mapping[K, int]) -> frozenset[K]:
+    """The groups of one family (the groups of an attribute, the folds of a cohort) whose
+    figures are withheld, so that none can be derived from the others and the total.
+
+    Primary: a group with 1-10 records. Secondary (as statistical agencies do): while the
+    withheld groups hold fewer than 11 records together, or only one of them holds any,
+    the smallest shown group with records is withheld too. A total minus the shown groups
+    then equals the sum of at least two withheld groups holding 11 or more records, never
+    one small group. Groups with no records are not primary (a 0 discloses no patient).
+
+    >>> sorted(suppressed_groups({"a": 4, "b": 86, "c": 646, "d": 3458}))
+    ['a', 'b']
+    >>> sorted(suppressed_groups({"a": 0, "b": 86, "c": 646}))
+    []
+    >>> sorted(suppressed_groups({"a": 6, "b": 7, "c": 646}))
+    ['a', 'b']
+    >>> sorted(suppressed_groups({"a": 3, "b": 4, "c": 12, "d": 50}))
+    ['a', 'b', 'c']
+    """
+    hidden = {g for g, n in sizes.items() if 0 < n < SMALL_CELL}
+    if not hidden:
+        return frozenset()
+    shown = sorted((n, str(g), g) for g, n in sizes.items() if g not in hidden and n > 0)
+    while shown and (sum(sizes[g] for g in hidden) < SMALL_CELL or len(hidden) < 2):
+        hidden.add(shown.pop(0)[2])
+    return frozenset(hidden)
+
+
+# ----------------------------------------------------------------------------- releases
+def releasable(churn_since: Iterable[int]) -> bool:
+    """Whether new figures may replace the released ones: every group (or model) they are
+    computed from had 0 or at least :data:`SMALL_CELL` records enter or leave it since the
+    last release, so no difference of two releases rests on fewer than 11 records.
+
+    >>> releasable([0, 11, 40]), releasable([0, 3]), releasable([])
+    (True, False, True)
+    """
+    return all(d == 0 or d >= SMALL_CELL for d in churn_since)
+
+
+@dataclass(frozen=True)
+class Release(Generic[T]):
+    """What one item last released (None: withheld) and its churn counters at that moment
+    (cumulative counts of records that entered or left each group it rests on)."""
+
+    figures: T | None
+    churn: tuple[int, ...]
+
+
+class ReleaseBook(Generic[K, T]):
+    """The published figures of a family of items (groups, cells, models), one release at
+    a time.
+
+    At each release point the owner offers every item's current figures with its
+    cumulative churn counters; an item whose churn since its last release is not
+    :func:`releasable` keeps its last released figures. Pure bookkeeping, no I/O.
+
+    >>> book = ReleaseBook()
+    >>> book.offer("g", [20], "figures at 20")
+    'figures at 20'
+    >>> book.offer("g", [23], "figures at 23")  # 3 records since: the old ones stay
+    'figures at 20'
+    >>> book.offer("g", [31], "figures at 31")  # 11 since the release
+    'figures at 31'
+    """
+
+    def __init__(self) -> None:
+        self._released: dict[K, Release[T]] = {}
+
+    def offer(
+        self,
+        key: K,
+        churn: Sequence[int],
+        figures: T | None,
+        counted: Sequence[bool] | None = None,
+    ) -> T | None:
+        """The figures ``key`` publishes after this release point (``counted``: which
+        churn counters the figures rest on; default all)."""
+        now = tuple(int(c) for c in churn)
+        prev = self._released.get(key)
+        if prev is not None and len(prev.churn) == len(now):
+            deltas = [a - b for a, b in zip(now, prev.churn, strict=True)]
+            if counted is not None:
+                deltas = [d for d, c in zip(deltas, counted, strict=True) if c]
+            if not releasable(deltas):
+                return prev.figures
+        self._released[key] = Release(figures, now)
+        return figures
+
+    def hold(self, key: K, churn: Sequence[int], figures: T | None = None) -> None:
+        """Start ``key`` from ``figures`` as released at churn ``churn`` (a restart: the
+        next release needs 11 records of churn since this point)."""
+        self._released[key] = Release(figures, tuple(int(c) for c in churn))
+
+    def released(self, key: K) -> T | None:
+        """The figures ``key`` publishes now (None: withheld or never released)."""
+        r = self._released.get(key)
+        return None if r is None else r.figures
+
+    def forget(self, key: K) -> None:
+        self._released.pop(key, None)
+
+    def keys(self) -> list[K]:
+        return list(self._released)
