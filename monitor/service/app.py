@@ -31,8 +31,10 @@ from monitor.config import MonitorConfig
 from monitor.core.drift import DriftBook, ModelHealth
 from monitor.core.privacy import (
     SMALL_CELL_LABEL,
+    ReleaseBook,
+    published_cell,
     reportable,
-    withhold,
+    rounded_rate,
 )
 from monitor.core.results import CellEvaluation
 from monitor.core.tables import tables_from_frame
@@ -101,6 +103,10 @@ class MonitorService:
         self._old_events_seen: dict[str, int] = {}
         self.drift = DriftBook(config.service.drift_delta)
         self.health: dict[str, ModelHealth] = {}
+        #: each model's released (AUROC, accuracy): what the exporter and API show
+        self.health_release: ReleaseBook[str, tuple[float | None, float | None]] = (
+            ReleaseBook()
+        )
         self.pipeline = Pipeline(
             config, self.store, on_batch=self._after_batch, drift=self.drift, clock=clock
         )
@@ -167,25 +173,39 @@ class MonitorService:
 
     # ------------------------------------------------------------------ metrics
     def snapshot(self) -> StateSnapshot:
-        """What a scrape shows: the latest evaluation of every cell, each model's window
-        (size, groups), health and last evaluation time, and the consumer lag."""
-        cells = self.latest_cells()
+        """What a scrape shows: every cell's and model's figures as last released
+        (monitor.stream.publication: window size and groups rounded, withheld groups
+        absent), each model's released health and last evaluation time, the consumer lag."""
+        cells = self.published_cells()
         models = []
         for view in self.pipeline.model_views():
+            pub = view.published
             groups = {
                 attr: {g: GroupStat(s.records, s.selection_rate) for g, s in by_group.items()}
-                for attr, by_group in view.groups.items()
+                for attr, by_group in pub.groups.items()
             }
-            h = self.health.get(view.model_id)
+            auroc, accuracy = self.health_release.released(view.model_id) or (None, None)
             models.append(
                 ModelStatus(
-                    view.model_id, view.window_records, groups,
-                    auroc=None if h is None else h.auroc,
-                    accuracy=None if h is None else h.accuracy,
+                    view.model_id, pub.window_records, groups,
+                    auroc=auroc, accuracy=accuracy,
                     last_evaluation_at=self._last_evaluation.get(view.model_id),
                 )
             )  # fmt: skip
         return StateSnapshot(cells, models, {self.source_name: dict(self._lag)})
+
+    def _release_health(self, model: str) -> None:
+        """At a model's evaluation: its rolling AUROC and accuracy are released when
+        computed from 11 or more records the health window has itself seen, and 0 or 11+
+        new records since the last release (monitor.core.privacy.ReleaseBook)."""
+        h = self.health.get(model)
+        if h is None:
+            return
+        held = min(h.n_seen, h.window)
+        figures = (
+            (rounded_rate(h.auroc), rounded_rate(h.accuracy)) if reportable(held) else None
+        )
+        self.health_release.offer(model, [h.n_seen], figures)
 
     def _after_batch(self, report: BatchReport) -> None:
         """After a committed batch: counters, model health, early runs of the slow axes.
@@ -224,6 +244,12 @@ class MonitorService:
             except Exception as exc:
                 failures += 1
                 log.error("metrics update failed: %s", type(exc).__name__)
+        for model, _ in report.evaluations:  # after the health updates above
+            try:
+                self._release_health(model)
+            except Exception as exc:
+                failures += 1
+                log.error("health release failed: %s", type(exc).__name__)
         if failures:
             ex.count_observer_failure(failures)
         if report.drift:
@@ -342,13 +368,18 @@ class MonitorService:
         return True, "ok"
 
     def latest_cells(self) -> list[CellEvaluation]:
-        """The latest evaluation of every cell, in (model, metric, attribute) order."""
+        """The latest (computed) evaluation of every cell, in (model, metric, attribute)
+        order: for the service's own use; what leaves it is :meth:`published_cells`."""
         return self.pipeline.latest_cells()
 
+    def published_cells(self) -> list[CellEvaluation]:
+        """Every cell's last released evaluation (monitor.stream.publication)."""
+        return self.pipeline.published_cells()
+
     def cells(self) -> list[dict]:
-        """Latest cells; a cell whose window has fewer than 11 records shows ``<11`` in
-        place of every figure (monitor.core.privacy.withhold)."""
-        return [withhold(c.to_dict(), c.result.window_n) for c in self.latest_cells()]
+        """Released cells; a cell whose window has fewer than 11 records shows ``<11`` in
+        place of every figure, counts rounded (monitor.core.privacy.published_cell)."""
+        return [published_cell(c.to_dict(), c.result.window_n) for c in self.published_cells()]
 
     def status_page(self) -> str:
         """The governance report, served live at ``/``.
@@ -377,20 +408,18 @@ class MonitorService:
         return stored_windows(self.store, model, metric, attribute, limit, before)
 
     def models(self) -> list[dict]:
-        """Each model's window size, rolling AUROC / accuracy and last evaluation time.
-
-        Small-cell rule: a window of fewer than 11 records shows "<11" for its size and
-        no AUROC or accuracy (they would be computed from those few records).
-        """
+        """Each model's released window size (rounded; "<11" below the small-cell rule),
+        rolling AUROC / accuracy (released) and last evaluation time."""
         out = []
         for m in sorted(self.snapshot().models, key=lambda m: m.model_id):
-            shown = reportable(m.window_records)
             at = m.last_evaluation_at
             out.append({
                 "model_id": m.model_id,
-                "window_records": m.window_records if shown else SMALL_CELL_LABEL,
-                "rolling_auroc": m.auroc if shown else None,
-                "rolling_accuracy": m.accuracy if shown else None,
+                "window_records": (
+                    SMALL_CELL_LABEL if m.window_records is None else m.window_records
+                ),
+                "rolling_auroc": m.auroc,
+                "rolling_accuracy": m.accuracy,
                 "last_evaluation_at": None if at is None else str(
                     pd.Timestamp(at, unit="s", tz="UTC")),
             })  # fmt: skip

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from monitor import __version__
 from monitor.config import MonitorConfig
-from monitor.core.privacy import SMALL_CELL_LABEL, reportable, withhold
+from monitor.core.privacy import published_cell, published_count
 from monitor.core.results import CellEvaluation
 from monitor.service.api import ApiServer, serve
 from monitor.service.exporter import Exporter
@@ -93,7 +93,7 @@ class FleetView:
         return [(m, CellEvaluation.from_dict(r)) for m, r in rows]
 
     def cells(self) -> list[dict]:
-        return [withhold(c.to_dict(), c.result.window_n) for _, c in self._latest()]
+        return [published_cell(c.to_dict(), c.result.window_n) for _, c in self._latest()]
 
     def events(self, limit: int, since_id: int | None) -> list[dict]:
         return stored_events(self.store, limit, since_id)
@@ -116,7 +116,7 @@ class FleetView:
             n = c.result.window_n
             out.append({
                 "model_id": m,
-                "window_records": n if reportable(n) else SMALL_CELL_LABEL,
+                "window_records": published_count(n),
                 "rolling_auroc": None, "rolling_accuracy": None,
                 "last_evaluation_at": c.evaluated_at,
             })  # fmt: skip
