@@ -11,7 +11,7 @@ from typing import Any
 
 from monitor import __version__
 from monitor.config import ConfigError, StartupError, load_config
-from monitor.config.errors import MissingInputError, UserError
+from monitor.config.errors import MissingInputError, UsageError, UserError
 
 #: Kept in sync with monitor.data.scorer.SCENARIOS by a test (importing it here would load
 #: xgboost and scipy for every command).
@@ -231,7 +231,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             service, source, stop, max_messages=args.max_messages, until_idle_s=args.until_idle
         )
         source.close()
-        print(f"vfr-monitor: stopped after {n} messages", flush=True)
+        print(f"vfr-monitor: stopped after {n} messages: {service.tally.summary()}", flush=True)
     finally:
         service.close()  # stops the outbox relay after the last evaluations are written
     return 0
@@ -328,30 +328,93 @@ def _cmd_synth(args: argparse.Namespace) -> int:
 
 
 def _cmd_produce(args: argparse.Namespace) -> int:
-    from monitor.data.scorer import iter_records, synthetic_stream
+    from monitor.data.scorer import SYNTH_FEATURES, iter_records, synthetic_stream
 
     scenario = None if args.scenario == "none" else args.scenario
     try:
         stream = synthetic_stream(args.records, args.seed, scenario)
     except ValueError as exc:
         raise ConfigError("--scenario", str(exc)) from None
+    if args.bootstrap is None and args.out is None:
+        raise ConfigError("--out", "without --bootstrap, give --out FILE for the stream")
+    config_out = _run_config_path(args)
     for m in stream.models:
         print(f"vfr-monitor produce: {m.model_id} held-out AUROC {m.auroc:.3f}", file=sys.stderr)
     if args.bootstrap is None:
-        if args.out is None:
-            raise ConfigError("--out", "without --bootstrap, give --out FILE for the stream")
         _write_frame(stream.frame, args.out)
-        print(
-            f"vfr-monitor produce: {len(stream.frame):,} scored records -> {args.out} "
-            f"(replay: vfr-monitor run --input {args.out})"
-        )
-        return 0
-    from consumers.kafka_tools import ensure_topic, produce_records
+        where = f"{args.out}"
+        run = f"vfr-monitor run --input {args.out} --config {config_out}"
+    else:
+        from consumers.kafka_tools import ensure_topic, produce_records
 
-    ensure_topic(args.bootstrap, args.topic)
-    n = produce_records(args.bootstrap, args.topic, _paced(iter_records(stream.frame), args.rate))
-    print(f"vfr-monitor produce: {n:,} scored records -> {args.bootstrap} topic {args.topic}")
+        ensure_topic(args.bootstrap, args.topic)
+        records = _paced(iter_records(stream.frame), args.rate)
+        produce_records(args.bootstrap, args.topic, records)  # raises unless all delivered
+        where = f"{args.bootstrap} topic {args.topic}"
+        run = (
+            f"VFR_KAFKA_BOOTSTRAP={args.bootstrap} VFR_KAFKA_TOPIC={args.topic} "
+            f"vfr-monitor run --config {config_out}"
+        )
+    config_out.write_text(_run_config(stream, SYNTH_FEATURES), encoding="utf-8")
+    print(f"vfr-monitor produce: {len(stream.frame):,} scored records -> {where}")
+    print(f"vfr-monitor produce: the settings `run` needs for them -> {config_out}")
+    print(f"vfr-monitor produce: consume with: {run}")
     return 0
+
+
+#: First line of the config `produce` writes: a file without it is never overwritten.
+RUN_CONFIG_HEADER = "# Written by `vfr-monitor produce`"
+
+
+def _run_config_path(args: argparse.Namespace) -> Any:
+    """Where ``produce`` writes the settings ``run`` needs: ``--config-out``, else the
+    stream file's name with ``.toml``, else ``<topic>.toml``. Checked before the models are
+    trained: a file ``produce`` did not write is not overwritten."""
+    from pathlib import Path
+
+    if args.config_out:
+        path = Path(args.config_out)
+    elif args.bootstrap is None:
+        path = Path(args.out).with_suffix(".toml")
+    else:
+        path = Path(f"{args.topic}.toml")
+    if path.exists() and not path.read_text(encoding="utf-8").startswith(RUN_CONFIG_HEADER):
+        raise UsageError("--config-out", f"{path} exists and was not written by produce")
+    return path
+
+
+def _run_config(stream: Any, features: Sequence[str]) -> str:
+    """The settings that make a default ``vfr-monitor run`` store the produced stream.
+
+    Without them the run stores nothing (issue 22, finding 6): the model registry is empty
+    by default, so every record is ``unknown_model``, and the stream's 2026 calendar runs
+    past the wall clock, so its last weeks are ``out_of_range:event_time``. These are the
+    settings the demo applies to itself (monitor.demo.demo_config).
+    """
+    import math
+
+    import pandas as pd
+    import tomli_w
+
+    oldest = stream.frame["event_time"].min()
+    age_days = (pd.Timestamp.now(tz="UTC") - oldest).total_seconds() / 86_400
+    body = {
+        "service": {
+            "event_time_bounds": "none",
+            "retention_discharge_days": max(400, math.ceil(age_days) + 365),
+        },
+        "equilense": {"features": list(features)},
+        "models": [{"id": m.model_id} for m in stream.models],
+    }
+    return (
+        f"{RUN_CONFIG_HEADER} for the stream it produced: what `vfr-monitor run` needs to\n"
+        "# store it (merge it into your own config, or pass it as it is with --config).\n"
+        "# [service] event_time_bounds: the event times are the synthetic 2026 calendar, not\n"
+        "#   the wall clock; retention_discharge_days: retention deletes by wall-clock age, so\n"
+        "#   this keeps the oldest event for a year from when this file was written.\n"
+        "# [[models]]: the model registry; records of other model ids are dead-lettered.\n"
+        + tomli_w.dumps(body)
+    )
 
 
 def _paced(records: Any, rate: float | None) -> Any:
@@ -544,6 +607,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--bootstrap", default=None, help="Kafka HOST:PORT (else --out FILE)")
     pr.add_argument("--topic", default="scored-discharges")
     pr.add_argument("--out", default=None, help="without Kafka: .jsonl, .parquet or .csv")
+    pr.add_argument(
+        "--config-out", default=None,
+        help="where the settings `run` needs go (default: the --out name with .toml, or "
+        "<topic>.toml)",
+    )  # fmt: skip
     pr.set_defaults(func=_cmd_produce)
     return p
 
