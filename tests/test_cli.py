@@ -92,3 +92,32 @@ def test_user_errors_are_the_projects_own_types_and_builtins_stay_withheld() -> 
         assert error_line(exc).endswith(str(exc))
     assert isinstance(MissingInputError("f", "g"), FileNotFoundError)
     assert WITHHELD in error_line(ValueError("rate must be a positive number"))
+
+
+def test_run_ends_with_stored_and_dead_lettered_counts_by_reason(tmp_path, capsys, caplog) -> None:
+    """Issue 22, finding 6: a run whose every record is refused said only "stopped after
+    N messages" and exited 0. The default config registers no model, so all are
+    ``unknown_model``: the log says so once, and the last line counts them."""
+    data, config = _stream(tmp_path)
+    assert _run(tmp_path, data) == 0  # the default config
+    out = capsys.readouterr()
+    assert "stopped after 1200 messages: stored 0, duplicates 0, dead-lettered 1200 " \
+           "(unknown_model 1200)" in out.out  # fmt: skip
+    warned = [r.getMessage() for r in caplog.records if "dead-lettered as" in r.getMessage()]
+    assert len(warned) == 1 and "unknown_model" in warned[0] and "[[models]]" in warned[0]
+
+    # registered: the same records are stored (a dead letter is not a stored record)
+    assert _run(tmp_path, data, "--config", str(config)) == 0
+    out = capsys.readouterr().out
+    assert "stopped after 1200 messages: stored 1200, duplicates 0, dead-lettered 0" in out
+
+
+def test_produce_never_overwrites_a_config_it_did_not_write(tmp_path, capsys) -> None:
+    """`produce --out monitor.jsonl` writes its settings to monitor.toml: a user's file of
+    that name is left alone (refused before any model is trained)."""
+    mine = tmp_path / "monitor.toml"
+    mine.write_text("[service]\nhttp_port = 9999\n", encoding="utf-8")
+    assert main(["produce", "--records", "2000", "--out", str(tmp_path / "monitor.jsonl")]) == 2
+    assert f"--config-out: {mine} exists and was not written by produce" in capsys.readouterr().err
+    assert mine.read_text(encoding="utf-8") == "[service]\nhttp_port = 9999\n"
+    assert not (tmp_path / "monitor.jsonl").exists()
