@@ -331,13 +331,17 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     from monitor.data.scorer import SYNTH_FEATURES, iter_records, synthetic_stream
 
     scenario = None if args.scenario == "none" else args.scenario
+    if args.bootstrap is None and args.out is None:
+        raise ConfigError("--out", "without --bootstrap, give --out FILE for the stream")
+    config_out = _run_config_path(args)
     try:
         stream = synthetic_stream(args.records, args.seed, scenario)
     except ValueError as exc:
         raise ConfigError("--scenario", str(exc)) from None
-    if args.bootstrap is None and args.out is None:
-        raise ConfigError("--out", "without --bootstrap, give --out FILE for the stream")
-    config_out = _run_config_path(args)
+    try:  # before the stream goes out: a stream without its settings stores nothing
+        config_out.write_text(_run_config(stream, SYNTH_FEATURES), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError("--config-out", f"cannot write {config_out}: {exc.strerror}") from None
     for m in stream.models:
         print(f"vfr-monitor produce: {m.model_id} held-out AUROC {m.auroc:.3f}", file=sys.stderr)
     if args.bootstrap is None:
@@ -355,7 +359,6 @@ def _cmd_produce(args: argparse.Namespace) -> int:
             f"VFR_KAFKA_BOOTSTRAP={args.bootstrap} VFR_KAFKA_TOPIC={args.topic} "
             f"vfr-monitor run --config {config_out}"
         )
-    config_out.write_text(_run_config(stream, SYNTH_FEATURES), encoding="utf-8")
     print(f"vfr-monitor produce: {len(stream.frame):,} scored records -> {where}")
     print(f"vfr-monitor produce: the settings `run` needs for them -> {config_out}")
     print(f"vfr-monitor produce: consume with: {run}")

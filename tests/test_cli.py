@@ -121,3 +121,13 @@ def test_produce_never_overwrites_a_config_it_did_not_write(tmp_path, capsys) ->
     assert f"--config-out: {mine} exists and was not written by produce" in capsys.readouterr().err
     assert mine.read_text(encoding="utf-8") == "[service]\nhttp_port = 9999\n"
     assert not (tmp_path / "monitor.jsonl").exists()
+
+
+def test_produce_names_a_config_it_cannot_write(tmp_path, capsys) -> None:
+    """An unwritable --config-out stops produce before the stream is written or sent."""
+    target = tmp_path / "no-such-dir" / "run.toml"
+    out = tmp_path / "s.jsonl"
+    rc = main(["produce", "--records", "2000", "--out", str(out), "--config-out", str(target)])
+    assert rc == 2
+    assert f"--config-out: cannot write {target}" in capsys.readouterr().err
+    assert not out.exists()
