@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from monitor.config.errors import ConfigError, config_error
+from monitor.config.errors import ConfigError, UserError, config_error
 from monitor.config.sources import (
     SECRET_FIELDS,
     EmbeddedConfig,
@@ -102,7 +102,7 @@ SMALL_CELL_RECORDS = 11
 MIN_GROUP_SUPPORT = 20
 
 
-class StartupError(RuntimeError):
+class StartupError(UserError, RuntimeError):
     """A condition that stops the service from starting (not a configuration field), with a
     message safe to print: it names files, never record values."""
 

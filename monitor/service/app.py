@@ -52,6 +52,7 @@ from monitor.service.stored_views import (
 from monitor.service.web_config import load_web_config
 from monitor.store import Store, queries
 from monitor.stream.axis_payloads import AxisResult, axis_payload
+from monitor.stream.dead_letter_watch import DeadLetterWatch, IngestTally
 from monitor.stream.pipeline import BatchReport, Pipeline
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,10 @@ class MonitorService:
         self.health_release: ReleaseBook[str, tuple[float | None, float | None]] = (
             ReleaseBook()
         )
+        #: most of the input dead-lettered for one reason: logged once, and a gauge
+        self.dead_letter_watch = DeadLetterWatch()
+        #: this process's stored records and dead letters, for the line `run` ends with
+        self.tally = IngestTally()
         self.pipeline = Pipeline(
             config, self.store, on_batch=self._after_batch, drift=self.drift, clock=clock
         )
@@ -227,6 +232,7 @@ class MonitorService:
                     self.source_name, report.accepted, report.duplicates, report.rejected
                 )
             )
+            items.append(lambda: self._watch_dead_letters(report))
         for e in report.events:
             key = (e.model_id, e.metric, e.attribute)
             items.append(lambda e=e, key=key: ex.count_event(e, window_n.get(key, 0)))
@@ -255,6 +261,19 @@ class MonitorService:
         if report.drift:
             for job in SLOW_AXES:
                 self.scheduler.run_early(job)
+
+    def _watch_dead_letters(self, report: BatchReport) -> None:
+        """Tally the batch; when one reason holds most of the recent messages, say so once
+        (reason, count, the setting that would admit them) and set its gauge.
+
+        A metric and a log line rather than /readyz: the service is working as configured
+        and an orchestrator restarts or unroutes a pod that is not ready, which would hide
+        the gauge and fix nothing (docs/decisions.md, issue 22)."""
+        self.tally.add(report.accepted, report.duplicates, report.rejected)
+        watch = self.dead_letter_watch
+        for d in watch.observe(report.received, report.rejected):
+            log.warning("dead letters: %s", d.message())
+        self.exporter.set_dominant_rejections(self.source_name, watch.dominant)
 
     def _count_evaluation(self, model: str, seconds: float, now: float) -> None:
         self.exporter.count_evaluation(model, seconds)

@@ -466,6 +466,14 @@ class Exporter:
             "Rejected records by reason code (e.g. out_of_range:score).",
             ("source", "reason"),
         )
+        self.rejection_dominant = gauge(
+            "vfr_ingest_rejection_dominant",
+            "1 while the reason holds the majority of the last ~1,000 messages read (most "
+            "of the input is dead-lettered for it: a setting may be missing), 0 after.",
+            ("source", "reason"),
+        )
+        #: (source, reason label) series of rejection_dominant set to 1 now
+        self._dominant: set[tuple[str, str]] = set()
         self.evaluations = counter(
             "vfr_evaluations_total", "Completed window evaluations of the model.", ("model",)
         )
@@ -597,6 +605,19 @@ class Exporter:
                 rejected += int(n)
             for state, n in zip(INGEST_STATES, (accepted, duplicates, rejected), strict=True):
                 self.ingest_records.labels(source, state).inc(int(n))
+
+    def set_dominant_rejections(self, source: str, reasons: Iterable[str]) -> None:
+        """The reasons that hold the majority of the source's recent messages now: their
+        series go to 1, those that no longer do to 0 (kept, so a rule sees the fall)."""
+        source = _ident("source", source)
+        with self._lock:
+            now = {(source, self._reason(r)) for r in reasons}
+            for key in self._dominant - now:
+                if key[0] == source:
+                    self.rejection_dominant.labels(*key).set(0)
+            for key in now:
+                self.rejection_dominant.labels(*key).set(1)
+            self._dominant = {k for k in self._dominant if k[0] != source} | now
 
     def count_evaluation(self, model: str, duration_s: float) -> None:
         """One completed evaluation of the model's grid."""

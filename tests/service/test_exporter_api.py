@@ -74,6 +74,7 @@ EXPECTED = {
     "vfr_group_records": ("gauge", {"model", "attribute", "group"}),
     "vfr_ingest_records_total": ("counter", {"source", "state"}),
     "vfr_ingest_rejected_total": ("counter", {"source", "reason"}),
+    "vfr_ingest_rejection_dominant": ("gauge", {"source", "reason"}),
     "vfr_consumer_lag_messages": ("gauge", {"source", "partition"}),
     "vfr_window_records": ("gauge", {"model"}),
     "vfr_last_evaluation_timestamp_seconds": ("gauge", {"model"}),
