@@ -3,9 +3,8 @@ a model gives the state a fresh restore from the store gives (no map left behind
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
