@@ -404,8 +404,8 @@ class _Backoff:
         if now - last > self.max_s:
             failures = 0
         failures += 1
-        extra = failures - self.free
-        until = now + min(self.max_s, self.base_s * 2 ** (extra - 1)) if extra > 0 else now
+        extra = failures - self.free  # 0: the last free failure; the wait starts here
+        until = now + min(self.max_s, self.base_s * 2**extra) if extra >= 0 else now
         self._table[client] = (failures, until, now)
         while len(self._table) > self.size:
             self._table.popitem(last=False)
