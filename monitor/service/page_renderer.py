@@ -12,8 +12,9 @@ worker pool.
 Stale means: none yet, the evaluation count moved since it was drawn, or it is older than
 ``max_age_s``. Drawings start on demand (a request for the page), not after every
 evaluation: a page nobody reads costs nothing. A drawing does not start sooner after the
-previous one than that one took, so the drawing thread is busy at most half the time
-however often the page is asked for.
+previous one than that one took (the request that found the page stale is answered at
+once, and its drawing starts when that time is up), so the drawing thread is busy at
+most half the time however often the page is asked for.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class PageRenderer:
         self._ended_at: float | None = None
         self._last_duration_s = 0.0
         self._closed = False
+        self._closing = threading.Event()
         #: drawings finished, failed ones included (tests and logs read it)
         self.drawings = 0
 
@@ -106,11 +108,12 @@ class PageRenderer:
         with self._lock:
             drawn, started = self._drawn, self._started_at
         if drawn is None:
-            return _preparing(self.title, None if started is None else now - started)
+            return _preparing(self.title, None if started is None else max(0.0, now - started))
         return _with_age(drawn.page, now - drawn.at, drawn.wall)
 
     def refresh(self) -> bool:
-        """Start a drawing if the page is stale and none runs (or ran too recently)."""
+        """Start a drawing (now, or once the last one's duration has passed since it
+        ended) if the page is stale and none is under way; True if one was started."""
         now = self.clock()
         version = self._version()
         with self._lock:
@@ -119,16 +122,25 @@ class PageRenderer:
             d = self._drawn
             if d is not None and d.version == version and now - d.at < self.max_age_s:
                 return False
-            if self._ended_at is not None and now - self._ended_at < self._last_duration_s:
-                return False  # at most half the time drawing
-            self._started_at = now
+            # at most half the time drawing: a drawing starts no sooner after the last
+            # one ended than that one took (the thread waits for it; asked again
+            # meanwhile, nothing more happens)
+            delay = 0.0
+            if self._ended_at is not None:
+                delay = max(0.0, self._last_duration_s - (now - self._ended_at))
+            self._started_at = now + delay
             self._thread = threading.Thread(
-                target=self._run, args=(version,), name="vfr-page", daemon=True
+                target=self._run, args=(delay,), name="vfr-page", daemon=True
             )
             self._thread.start()
             return True
 
-    def _run(self, version: int) -> None:
+    def _run(self, delay: float) -> None:
+        if delay > 0 and self._closing.wait(delay):
+            with self._lock:
+                self._thread, self._started_at = None, None
+            return
+        version = self._version()
         start = self.clock()
         page: str | None = None
         try:
@@ -145,8 +157,8 @@ class PageRenderer:
 
     def wait_drawn(self, timeout_s: float) -> bool:
         """Block until a page exists (starting a drawing if needed); False at the timeout."""
-        deadline = self.clock() + timeout_s
-        while self.clock() < deadline:
+        deadline = time.monotonic() + timeout_s  # real time, whatever ``clock`` is
+        while time.monotonic() < deadline:
             with self._lock:
                 if self._drawn is not None:
                     return True
@@ -155,7 +167,7 @@ class PageRenderer:
                 self.refresh()
                 time.sleep(0.01)
             else:
-                thread.join(timeout=max(0.0, min(0.5, deadline - self.clock())))
+                thread.join(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
         with self._lock:
             return self._drawn is not None
 
@@ -165,6 +177,7 @@ class PageRenderer:
         with self._lock:
             self._closed = True
             thread = self._thread
+        self._closing.set()
         if thread is not None:
             thread.join(timeout=timeout_s)
             if thread.is_alive():
