@@ -163,7 +163,10 @@ def summary(probes: dict[str, list[tuple[int, float]]]) -> str:
             continue
         ok = sum(1 for status, _ in got if status == 200)
         median = statistics.median(s for _, s in got)
-        parts.append(f"{path}: median {median:.3f} s, {ok}/{len(got)} answered 200")
+        worst = max(s for _, s in got)
+        parts.append(
+            f"{path}: median {median:.3f} s, max {worst:.3f} s, {ok}/{len(got)} answered 200"
+        )
     return "; ".join(parts)
 
 
