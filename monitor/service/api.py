@@ -155,7 +155,7 @@ class HttpLimits:
     #: probe requests (/healthz, /readyz) served at once, outside ``max_connections``
     probe_reserve: int = 8
     #: bcrypt checks running at once; a credential not in the cache beyond it: 429
-    auth_concurrency: int = 2
+    auth_concurrency: int = 1
     #: failed logins in a row a client (IP address) may make before it is made to wait
     auth_free_failures: int = 3
     #: the first wait after them; doubled at each further failure, up to the maximum
