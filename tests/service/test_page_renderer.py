@@ -58,23 +58,25 @@ def held(monkeypatch):
     """The real report drawing, held until the test sets the gate; records each drawing's
     thread name."""
     gate = threading.Event()
+    done = threading.Event()  # the test is over: a drawing still held is not drawn
     threads: list[str] = []
     real = app_module.stored_report
 
     def drawing(store, config, empty_page):
         threads.append(threading.current_thread().name)
         gate.wait(timeout=60)
-        return real(store, config, empty_page)
+        return empty_page if done.is_set() else real(store, config, empty_page)
 
     monkeypatch.setattr(app_module, "stored_report", drawing)
     try:
-        yield gate, threads
+        yield gate, threads, done
     finally:
+        done.set()
         gate.set()
 
 
 def test_parallel_requests_draw_once_in_the_background_and_probes_do_not_wait(tmp_path, held):
-    gate, threads = held
+    gate, threads, done = held
     service = MonitorService(CFG, db_path=str(tmp_path / "s.duckdb"), http_port=0,
                              start_scheduler=False)  # fmt: skip
     try:
@@ -103,6 +105,7 @@ def test_parallel_requests_draw_once_in_the_background_and_probes_do_not_wait(tm
         status, page, _s = _get(url + "/")
         assert status == 200 and "model-00" in page and "Rendered " in page
     finally:
+        done.set()
         gate.set()
         service.close()
 
@@ -116,8 +119,11 @@ class _Clock:
         return self.now
 
 
-def _renderer(clock: _Clock, version: list[int], draws: list[int], fail: list[bool]):
+def _renderer(clock: _Clock, version: list[int], draws: list[int], fail: list[bool],
+              gate: threading.Event | None = None):  # fmt: skip
     def draw() -> str:
+        if gate is not None:
+            gate.wait(timeout=10)
         draws.append(version[0])
         clock.now += 2.0  # a drawing takes 2 s
         if fail[0]:
@@ -136,9 +142,10 @@ def _until_drawings(r: PageRenderer, n: int) -> None:
 
 
 def test_a_stale_page_is_redrawn_no_sooner_than_the_last_drawing_took():
-    clock, version, draws, fail = _Clock(), [1], [], [False]
-    r = _renderer(clock, version, draws, fail)
+    clock, version, draws, fail, gate = _Clock(), [1], [], [False], threading.Event()
+    r = _renderer(clock, version, draws, fail, gate)
     assert "being prepared" in r.page()
+    gate.set()
     _until_drawings(r, 1)
     assert r.page().startswith("<html><body class='x'><p class='vfr-page-age'")
     assert "<p>v1</p>" in r.page() and draws == [1]
