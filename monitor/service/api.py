@@ -9,7 +9,8 @@ collector) run on a small fixed pool of worker threads.
 
 Routes::
 
-    GET /              the governance report of the service's DuckDB file (HTML, self-contained)
+    GET /              the governance report of the service's DuckDB file (HTML, self-contained;
+                       the view's last background drawing: monitor.service.page_renderer)
     GET /metrics       Prometheus text format of the Exporter's own registry
     GET /healthz       200 "ok" while the process serves requests
     GET /readyz        200 {"status": "ready"} or 503 {"status": "not ready", "reason": ...}
@@ -232,7 +233,8 @@ Handler = Callable[[dict[str, list[str]]], Response]
 
 
 class _Routes:
-    """The route handlers: plain functions of the parsed query, run on worker threads."""
+    """The route handlers: plain functions of the parsed query, run on worker threads
+    (/healthz, which never blocks, on the event loop)."""
 
     def __init__(self, exporter: Exporter, view: StateView):
         self.exporter = exporter
