@@ -38,9 +38,10 @@ from monitor.core.privacy import (
 )
 from monitor.core.results import CellEvaluation
 from monitor.core.tables import tables_from_frame
-from monitor.service.api import ApiServer, HttpLimits, serve
+from monitor.service.api import ApiServer, serve_configured
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
 from monitor.service.outbox_relay import OutboxRelay
+from monitor.service.page_renderer import PageRenderer
 from monitor.service.scheduler import AxisScheduler, JobOutcome, JobSpec
 from monitor.service.stored_views import (
     event_explainer,
@@ -49,7 +50,6 @@ from monitor.service.stored_views import (
     stored_report,
     stored_windows,
 )
-from monitor.service.web_config import load_web_config
 from monitor.store import Store, queries
 from monitor.stream.axis_payloads import AxisResult, axis_payload
 from monitor.stream.dead_letter_watch import DeadLetterWatch, IngestTally
@@ -59,7 +59,8 @@ log = logging.getLogger(__name__)
 
 SLOW_AXES = ("axis2", "axis3", "equilense")
 
-#: The live report at ``/`` is redrawn after a new evaluation, at most this often.
+#: The live report at ``/`` is redrawn (in the background, when asked for) after a new
+#: evaluation, or once it is this old.
 STATUS_PAGE_MAX_AGE_S = 60.0
 
 _NO_REPORT_YET = (
@@ -99,7 +100,6 @@ class MonitorService:
             explain=event_explainer(config),  # the event sentences of alert annotations
         )
         self._lag: dict[int, int] = {}
-        self._status_page: tuple[int, float, str] | None = None
         self._last_evaluation: dict[str, float] = {}
         self._old_events_seen: dict[str, int] = {}
         self.drift = DriftBook(config.service.drift_delta)
@@ -127,6 +127,11 @@ class MonitorService:
             clock=clock,
         )
         self._start_scheduler = start_scheduler
+        #: the report at ``/``: drawn on a thread of its own, one drawing at a time
+        self.page = PageRenderer(
+            lambda: stored_report(self.store, self.config, _NO_REPORT_YET),
+            self.pipeline.evaluation_total, max_age_s=STATUS_PAGE_MAX_AGE_S,
+        )  # fmt: skip
         self.api: ApiServer | None = None
         self.http_port = config.service.http_port if http_port is None else http_port
         self.ready_reason = "starting"
@@ -141,18 +146,8 @@ class MonitorService:
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
-        svc = self.config.service
         # a bad web-config file stops the start-up here, naming service.web_config.<key>
-        web = None if svc.web_config is None else load_web_config(svc.web_config)
-        limits = HttpLimits(
-            max_connections=svc.http_max_connections,
-            keep_alive_s=svc.http_keep_alive_s,
-            header_timeout_s=svc.http_header_timeout_s,
-        )
-        self.api = serve(
-            self.exporter, self, host=svc.http_host, port=self.http_port, web_config=web,
-            api_enabled=svc.api_enabled, limits=limits,
-        )  # fmt: skip
+        self.api = serve_configured(self.exporter, self, self.config.service, self.http_port)
         if self._start_scheduler:
             self.scheduler.start()
         self.ready_reason = "ok"
@@ -167,6 +162,7 @@ class MonitorService:
             log.warning("scheduler shutdown failed")
         if self.api is not None:
             self.api.close()
+        self.page.close()  # a drawing reads the file closed below
         try:
             self.pipeline.close()  # the worker's last evaluations
         except Exception as exc:
@@ -401,20 +397,13 @@ class MonitorService:
         return [published_cell(c.to_dict(), c.result.window_n) for c in self.published_cells()]
 
     def status_page(self) -> str:
-        """The governance report, served live at ``/``.
+        """The governance report, served live at ``/``: the last drawing, from memory.
 
-        Rendered from the service's own DuckDB file (it holds the only connection) and
-        kept until the next evaluation or for ``STATUS_PAGE_MAX_AGE_S``, whichever is
-        first: a page takes seconds to draw, a scrape of ``/`` must not cost that each time.
+        Drawn from the service's own DuckDB file (it holds the only connection) on the
+        renderer's thread, never on the API's workers (a page takes seconds to draw);
+        see :mod:`monitor.service.page_renderer`.
         """
-        version = self.pipeline.evaluation_total()
-        now = self.clock()
-        cached = self._status_page
-        if cached is not None and cached[0] == version and now - cached[1] < STATUS_PAGE_MAX_AGE_S:
-            return cached[2]
-        page = stored_report(self.store, self.config, _NO_REPORT_YET)
-        self._status_page = (version, now, page)
-        return page
+        return self.page.page()
 
     def events(self, limit: int, since_id: int | None) -> list[dict]:
         return stored_events(self.store, limit, since_id)

@@ -15,6 +15,7 @@ from consumers.base import (
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.service.app import MonitorService
+from tests.support.servers import wait_for
 from tests.support.store_reads import window_results
 
 CFG = config_from_mapping(
@@ -79,8 +80,11 @@ def test_tiers_are_pending_until_the_slow_axes_ran_then_real(service):
         assert e["explanation"].startswith(f"{e['metric']} by {e['attribute']} moved from Pending")
         assert "arrived at" in e["explanation"] and e["axes_before"]
     # the governance report, live at /, drawn from the service's own DuckDB file
-    status, page = _get(service.api.url + "/", timeout=120)  # drawn in seconds, not ms
-    assert status == 200 and b"model-00" in page and b"<svg" in page
+    # drawn in the background (seconds): the first answers say it is being prepared
+    status, page = wait_for(
+        "the drawn report", lambda: b"model-00" in (r := _get(service.api.url + "/"))[1] and r
+    )
+    assert status == 200 and b"<svg" in page
     assert not re.search(rb"(src|href)\s*=\s*[\"']?https?:", page)  # self-contained
     # /metrics shows one tier per cell and the job runs
     families = {f.name: f for f in text_string_to_metric_families(
