@@ -155,15 +155,15 @@ def model_partitions(c: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, int]]
 
 def model_states(c: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
     """model_id -> its stream counters (records, evaluations, old_events, evaluated_records)
-    and its window's churn counters (attribute -> list per group; None before v9)."""
+    and its release points (ModelPublication.saved; None before v9)."""
     rows = c.execute(
-        "SELECT model_id, records, evaluations, old_events, evaluated_records, churn "
+        "SELECT model_id, records, evaluations, old_events, evaluated_records, releases "
         "FROM model_state"
     ).fetchall()
     return {
         m: {
             "records": r, "evaluations": e, "old_events": o, "evaluated_records": v,
-            "churn": json.loads(ch) if ch else None,
+            "releases": json.loads(ch) if ch else None,
         }
         for m, r, e, o, v, ch in rows
     }  # fmt: skip

@@ -604,19 +604,19 @@ class Store:
     def write_model_states(
         self, rows: Sequence[tuple[str, int, int, int, pd.Timestamp, int | None, str | None]]
     ) -> None:
-        """(model_id, records, evaluations, old_events, at, evaluated_records, churn JSON) per
-        model touched by a batch; evaluated_records is the end count of the last written
-        evaluation, churn the window's churn counters (monitor.stream.window)."""
+        """(model_id, records, evaluations, old_events, at, evaluated_records, releases JSON)
+        per model touched by a batch; evaluated_records is the end count of the last written
+        evaluation, releases its release points (monitor.stream.publication)."""
         if not rows:
             return
         # a dozen rows: one VALUES statement costs less than a pandas frame scan
         update_else_upsert(
             self._conn, rows,
             "UPDATE model_state AS s SET records = v.r, evaluations = v.e, old_events = v.o, "
-            "updated_at = v.a, evaluated_records = v.d, churn = v.c "
+            "updated_at = v.a, evaluated_records = v.d, releases = v.c "
             "FROM (VALUES {values}) AS v(m, r, e, o, a, d, c) WHERE s.model_id = v.m",
             "INSERT OR REPLACE INTO model_state (model_id, records, evaluations, "
-            "old_events, updated_at, evaluated_records, churn) VALUES {values}",
+            "old_events, updated_at, evaluated_records, releases) VALUES {values}",
         )
 
     # ------------------------------------------------------------------ scheduled axes

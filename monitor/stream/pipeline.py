@@ -24,7 +24,7 @@ import time
 import zlib
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -169,9 +169,11 @@ class _Job:
     index: int = 0  # this job's place in the future's list
     results: list[CellResult] | None = None  # computed in this thread
     seconds: float = 0.0
-    #: the window's counts at this position, for the release rule (None: a hop
-    #: recomputed at start-up from a rebuilt window, which releases nothing)
-    counts: WindowCounts | None = None
+    #: the attributes whose cells this evaluation releases (decided when the window was
+    #: taken, in stream order: monitor.stream.publication)
+    release: frozenset[str] = frozenset()
+    #: the model's release points after this evaluation's decision
+    bases: dict | None = None
 
 
 class Pipeline:
@@ -193,8 +195,6 @@ class Pipeline:
         self.clock = clock
         #: each model held in memory: its window, trackers, latest cells, counters
         self._models: dict[str, ModelState] = {}
-        #: per model, churn counters stored for hop points not written yet (restore -> _job_at)
-        self._hop_churn: dict[str, dict[str, dict[str, list[int]]]] = {}
         self.axes = AxisCache()
         #: on_batch failures after a committed batch (the batch itself is not redelivered)
         self.observer_failures = 0
@@ -229,6 +229,8 @@ class Pipeline:
 
         self._ownership.load(self.store.model_partitions(), models)
         restored: dict[str, ModelState] = {}
+        saved_releases: dict[str, Any] = {}
+        saved_cells: dict[str, list[CellEvaluation]] = {}
         for model_id, st in self.store.model_states().items():
             if not wanted(model_id):
                 continue
@@ -238,24 +240,22 @@ class Pipeline:
                 w.add(RecordBatch.from_frame(frame, cfg))
             w.arrivals = st["records"]
             w.old_events = st["old_events"]
-            saved = st.get("churn") or {}
-            w.restore_churn(saved.get("now"))
-            self._hop_churn[model_id] = saved.get("hops") or {}
             done = st.get("evaluated_records")
             restored[model_id] = ModelState(
                 w, evaluations=st["evaluations"], evaluated=st["records"] if done is None else done
             )
+            saved_releases[model_id] = st.get("releases")
         for model_id, metric, attribute, state, latest in self.store.cell_states():
             ms = restored.get(model_id)
             if ms is None:  # cell states are written with their model's state: not wanted
                 continue
-            saved = state.pop("release", None)  # the cell's last release (see _apply)
+            saved = state.pop("released", None)  # the cell's released evaluation (_apply)
             ms.trackers[(metric, attribute)] = CellTracker.from_dict(state)
             if saved is not None:
-                ms.publication.restore_cell((metric, attribute), saved)
+                saved_cells.setdefault(model_id, []).append(CellEvaluation.from_dict(saved))
             if latest:
                 ms.latest[(metric, attribute)] = CellEvaluation.from_dict(latest)
-        self._hold_publications(restored)
+        self._restore_publications(restored, saved_releases, saved_cells)
         self._models.update(restored)
         # the store holds JSON: typed here, right after the read
         for model_id, payload in self.store.latest_axis_results("axis2").items():
@@ -274,16 +274,27 @@ class Pipeline:
             ms.since_eval = ms.window.arrivals - ms.evaluated
             ms.last_eval_wall = last.get(model_id, 0.0)
 
-    def _hold_publications(self, restored: dict[str, ModelState]) -> None:
-        """Restored models publish their cells' last released evaluations (an interim one
-        held in memory only is not known any more: the stored hop release before it is)
-        and no group until 11 records of churn after this point (ModelPublication.hold)."""
-        released: dict[str, list[CellEvaluation]] = {}
-        for model_id, result in self.store.released_cells():
-            if model_id in restored:
-                released.setdefault(model_id, []).append(CellEvaluation.from_dict(result))
+    def _restore_publications(
+        self,
+        restored: dict[str, ModelState],
+        saved: dict[str, Any],
+        cells: dict[str, list[CellEvaluation]],
+    ) -> None:
+        """Restored models publish what they published before the stop: each cell's
+        released evaluation (saved with its state; for a file written before releases
+        were, its latest stored release) and release next exactly when an uninterrupted
+        run would (ModelPublication.restore)."""
+        fallback: dict[str, list[CellEvaluation]] = {}
+        if any(m not in cells for m in restored):
+            for model_id, result in self.store.released_cells():
+                if model_id in restored and model_id not in cells:
+                    fallback.setdefault(model_id, []).append(CellEvaluation.from_dict(result))
         for model_id, ms in restored.items():
-            ms.publication.hold(WindowCounts.of(ms.window), released.get(model_id, []))
+            ms.publication.restore(
+                saved.get(model_id),
+                cells.get(model_id, fallback.get(model_id, [])),
+                WindowCounts.of(ms.window),
+            )
 
     def _recover_missing_evaluations(self, restored: dict[str, ModelState]) -> None:
         """Hop points whose records were committed but whose evaluation was not written
@@ -333,11 +344,9 @@ class Pipeline:
         if len(frame):
             w.add(RecordBatch.from_frame(frame, cfg))
         w.arrivals = end
+        # the rebuilt window holds the records the live one held at ``end``: the release
+        # rule decides as it did then, from the release points restored from the file
         job = self._snapshot(w, pd.Timestamp(self.clock(), unit="s", tz="UTC"))
-        # a rebuilt window's churn is not the live one's: the one stored for this hop is
-        # (None for a file written before churn was stored: the hop then releases nothing)
-        saved = self._hop_churn.get(model_id, {}).get(str(end))
-        job.counts = None if saved is None else WindowCounts.of(w, saved)
         t0 = time.perf_counter()
         job.results = run_axis1(w.table_map(), cfg, job.seed, threads=1)
         job.seconds = time.perf_counter() - t0
@@ -669,7 +678,7 @@ class Pipeline:
         with self.stats.stage("window"):
             submitted, touched = self._add_to_windows(new, models, now, report, pending)
         with self.stats.stage("state"):
-            self._write(pending, sorted(touched), now, [job for job, _ in submitted])
+            self._write(pending, sorted(touched), now)
         if submitted:  # one worker call for the batch's hop points
             future = eval_worker.submit_many(
                 self._config_bytes, [(tables, job.seed) for job, tables in submitted]
@@ -726,32 +735,18 @@ class Pipeline:
             touched.add(model_id)
         return submitted, touched
 
-    def _write(
-        self,
-        pending: list[EvaluationRecord],
-        models: list[str],
-        now: Any,
-        submitted: Sequence[_Job] = (),
-    ) -> None:
+    def _write(self, pending: list[EvaluationRecord], models: list[str], now: Any) -> None:
         """The evaluations and the touched models' stream positions, inside the caller's
-        transaction. With each position go the window's churn counters, now and at each
-        hop point whose evaluation is not written yet (``submitted``: this batch's), so a
-        hop recomputed after a crash is released exactly as it would have been."""
+        transaction; with each position go its cells' release points (a restart then
+        releases exactly as an uninterrupted run)."""
         self.store.write_evaluations(pending)
-        unwritten = [j for j in (*self._pending, *submitted) if j.counts is not None]
         rows = []
         for m in models:
             ms = self._models[m]
             w = ms.window
-            hops = {
-                str(j.window.end_count): {a: g.churn.tolist() for a, g in j.counts.groups.items()}
-                for j in unwritten
-                if j.model_id == m and j.counts is not None
-            }
-            now_churn = {a: c.tolist() for a, c in w.churn.items()}
-            churn = orjson.dumps({"now": now_churn, "hops": hops}).decode()
+            releases = orjson.dumps(ms.publication.saved()).decode()
             rows.append(
-                (m, w.arrivals, ms.evaluations, w.old_events, now, ms.evaluated or 0, churn)
+                (m, w.arrivals, ms.evaluations, w.old_events, now, ms.evaluated or 0, releases)
             )
         self.store.write_model_states(rows)
 
@@ -829,7 +824,13 @@ class Pipeline:
         """A hop evaluation of window ``w`` at its current stream position."""
         seed = evaluation_seed(self.config.axis1.seed, w.model_id, w.arrivals)
         window = WindowPosition(w.kind, w.first_seq, w.last_seq, w.arrivals, seed)
-        return _Job(w.model_id, now, seed, window, counts=WindowCounts.of(w))
+        ms = self._models[w.model_id]
+        release: frozenset[str] = frozenset()
+        bases = None
+        if ms.evaluated is None or w.arrivals > ms.evaluated:  # not a position done already
+            counts = WindowCounts.of(w, ms.publication.bases())
+            release, bases = ms.publication.decide(counts)
+        return _Job(w.model_id, now, seed, window, release=release, bases=bases)
 
     def _evaluated_now(self, ms: ModelState) -> None:
         ms.since_eval = 0
@@ -841,10 +842,11 @@ class Pipeline:
         """Axis 1, tiers and events of a model's window now, in this thread."""
         ms = self._models[model_id]
         w = ms.window
+        if ms.evaluated is not None and w.arrivals <= ms.evaluated:
+            self._evaluated_now(ms)
+            return None  # this stream position is evaluated already
         job = self._snapshot(w, now)
         self._evaluated_now(ms)
-        if ms.evaluated is not None and w.arrivals <= ms.evaluated:
-            return None  # this stream position is evaluated already
         t0 = time.perf_counter()
         job.results = run_axis1(w.table_map(), self.config, job.seed, threads=1)
         job.seconds = time.perf_counter() - t0
@@ -907,17 +909,14 @@ class Pipeline:
             cells.append(cell)
             if not interim and self.drift is not None and self.drift.update(key, r.value):
                 report.drift.append(key)
-        if job.counts is not None:  # the release rule: what of this evaluation is shown
-            cells = ms.publication.release(job.counts, cells)
-        else:
-            cells = [replace(c, released=False) for c in cells]
+        cells = ms.publication.publish(cells, job.release, job.bases)  # what of it is shown
         for cell in cells:
             cell_key = (cell.result.metric, cell.result.attribute)
             ms.latest[cell_key] = cell
             state = ms.trackers[cell_key].to_dict()
-            saved = ms.publication.cell_release(cell_key)
-            if saved is not None:
-                state["release"] = saved
+            shown = ms.publication.cells.get(cell_key)
+            if shown is not None:  # saved with the state: a restart shows the same
+                state["released"] = shown.to_dict()
             states.append((*cell_key, state))
         events = published_events(events)
         report.evaluations.append((model_id, job.seconds))

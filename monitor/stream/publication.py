@@ -4,33 +4,42 @@ The pipeline computes every evaluation exactly (verdicts, VFR, tiers and events 
 one); what leaves the service is decided here, at release points (each evaluation), by
 the rule of :mod:`monitor.core.privacy`:
 
-* a **cell** publishes its latest evaluation only when every group of its attribute that
-  enters its value (now or at its last release) had 0 or at least 11 records enter or
-  leave since that release; otherwise it keeps showing the last released evaluation, in
-  full (value, verdict, VFR and tier together, so a reader never sees a verdict next to
-  the value of another evaluation). Stored evaluations carry ``released`` so the window
-  history shows releases only;
-* a **group** (its records and selection rate, per attribute) is released the same way on
-  its own churn, withheld at once when the small-cell rule or secondary suppression says
-  so (:func:`~monitor.core.privacy.suppressed_groups`), and published rounded;
-* the **window size** is released when the window's churn since its last release is 0 or
-  at least 11, and published rounded.
+* the **cells of an attribute** publish an evaluation only when every group of that
+  attribute that can enter a cell's value (:data:`min_support` records now or at the last
+  release) differs from the last release by 0 or at least 11 records; otherwise they keep
+  showing the last released evaluation, in full (value, verdict, VFR and tier together, so
+  a reader never sees a verdict beside the value of another evaluation). Stored
+  evaluations carry ``released``, so the window history shows releases only;
+* a **group** (records and selection rate) is released the same way on its own records,
+  withheld at once when the small-cell rule or secondary suppression says so
+  (:func:`~monitor.core.privacy.suppressed_groups`), and published rounded;
+* the **window size** likewise, on the whole window, published rounded.
 
-Why a record-churn gate and not the hop alone: a hop of 1,000 records can bring one
-record to a small group, and the change of that group's figures between two hops is
-then that record (docs/privacy.md, "releases").
+"Differs by" is exact: the records in one of the two windows and not in the other (the
+symmetric difference). A window only adds records at its end and drops them for good, so
+the records of a release still in the window now are those with a sequence number up to
+the release's last one: ``|then ^ now| = n_then + n_now - 2 * kept``, where ``kept``
+counts today's records of the group up to that sequence number. A record that came and
+went between two releases is in neither window and counts for nothing, as it must (a
+count of entries and exits would count it twice and release on it).
+
+Why a per-group rule and not the hop alone: a hop of 1,000 records can bring one record
+to a small group, and the change of that group's figures between two hops is that record
+(docs/privacy.md, "Releases").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from monitor.core.events import CellEvent
 from monitor.core.privacy import (
-    ReleaseBook,
+    SMALL_CELL,
+    releasable,
     reportable,
     rounded_count,
     rounded_rate,
@@ -44,43 +53,78 @@ EVENT_FIGURES = frozenset({"value", "sigma"})
 
 
 @dataclass(frozen=True)
+class Base:
+    """A release point: the window's last sequence number then (None: empty) and the
+    records of each group (one entry: the window's size) then."""
+
+    seq: int | None
+    n: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "n": list(self.n)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Base:
+        return cls(None if d.get("seq") is None else int(d["seq"]), tuple(map(int, d["n"])))
+
+
+@dataclass(frozen=True)
 class GroupCounts:
     """One attribute's groups in a window at a release point (arrays in code order)."""
 
     codes: tuple[str, ...]
     records: np.ndarray
     selected: np.ndarray
-    #: records that entered or left each group so far (monitor.stream.window)
-    churn: np.ndarray
 
 
 @dataclass(frozen=True)
 class WindowCounts:
-    """A window's counts at a release point: what the release rule reads."""
+    """A window at a release point: its counts, and for each earlier release point still
+    referenced, how many of today's records of each group were already in it then."""
 
     records: int
-    churn: int
+    last_seq: int | None
     groups: Mapping[str, GroupCounts]
+    #: release seq -> attribute -> today's records per group with seq <= it
+    kept: Mapping[int, Mapping[str, np.ndarray]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, window, churn: Mapping[str, Sequence[int]] | None = None) -> WindowCounts:
-        """The counts of a :class:`~monitor.stream.window.ModelWindow` now (``churn``: its
-        churn counters as stored for this position, for a window rebuilt from the file)."""
-        counters = {
-            a: np.asarray(churn[a] if churn is not None else c, dtype=np.int64).copy()
-            for a, c in window.churn.items()
-        }
+    def of(cls, window, bases: Iterable[int | None] = ()) -> WindowCounts:
+        """The counts of a :class:`~monitor.stream.window.ModelWindow` now, and the
+        records kept since each release point in ``bases``."""
         groups = {
             attr: GroupCounts(
-                table.groups,
-                table.group_counts().copy(),
-                table.selected_counts().copy(),
-                counters[attr],
+                table.groups, table.group_counts().copy(), table.selected_counts().copy()
             )
             for attr, table in window.tables.items()
         }
-        first = next(iter(counters.values()), None)
-        return cls(int(window.n), 0 if first is None else int(first.sum()), groups)
+        wanted = sorted({b for b in bases if b is not None})
+        kept: dict[int, dict[str, np.ndarray]] = {}
+        if wanted:
+            seqs, by_attr = window.records_in_order()
+            for b in wanted:
+                upto = int(np.searchsorted(seqs, b, side="right"))
+                kept[b] = {
+                    a: np.bincount(g[:upto], minlength=len(groups[a].codes))
+                    for a, g in by_attr.items()
+                }
+        return cls(int(window.n), window.last_seq, groups, kept)
+
+    def differs(self, attr: str, base: Base) -> np.ndarray:
+        """Per group of ``attr``: records in the base's window or today's but not both."""
+        now = self.groups[attr].records
+        then = np.asarray(base.n, dtype=np.int64)
+        if base.seq is None or then.size != now.size:
+            return then + now if then.size == now.size else now.copy()
+        return then + now - 2 * self.kept[base.seq][attr]
+
+    def differs_total(self, base: Base) -> int:
+        """Records in the base's window or today's but not both (the whole window)."""
+        if base.seq is None:
+            return base.n[0] + self.records
+        first = next(iter(self.kept[base.seq].values()), None)
+        kept = 0 if first is None else int(first.sum())
+        return base.n[0] + self.records - 2 * kept
 
 
 @dataclass(frozen=True)
@@ -113,38 +157,79 @@ def published_events(events: Sequence[CellEvent]) -> list[CellEvent]:
 
 
 class ModelPublication:
-    """The release books of one model: its cells, its groups and its window size."""
+    """The release points and released figures of one model.
 
-    def __init__(self) -> None:
-        self.cells: ReleaseBook[tuple[str, str], CellEvaluation] = ReleaseBook()
-        self.groups: ReleaseBook[tuple[str, str], PublishedGroup] = ReleaseBook()
-        self.window: ReleaseBook[str, int] = ReleaseBook()
+    ``decide`` runs when an evaluation's window is taken (stream order) and says which
+    attributes' cells it releases; ``publish`` runs when the evaluation's results are in.
+    ``min_support``: groups with fewer records are left out of every cell's value
+    (``axis1.min_group_support``), so they hold no cell back while below it.
+    """
+
+    def __init__(self, min_support: int = SMALL_CELL) -> None:
+        self.min_support = int(min_support)
+        #: attribute -> its cells' last release point (moved when a window is taken)
+        self.attribute_bases: dict[str, Base] = {}
+        #: the same as of the last evaluation written (what :meth:`saved` saves: the hops
+        #: taken but not written are decided again from here after a restart)
+        self.written_bases: dict[str, Base] = {}
+        #: (metric, attribute) -> the cell's released evaluation
+        self.cells: dict[tuple[str, str], CellEvaluation] = {}
+        #: (attribute, group) -> (release point, released figures or None: withheld)
+        self.groups: dict[tuple[str, str], tuple[Base, PublishedGroup | None]] = {}
+        self.window: tuple[Base, int | None] | None = None
         self.model = PublishedModel()
 
     # ------------------------------------------------------------------ release points
-    def release(
-        self, counts: WindowCounts, cells: Sequence[CellEvaluation]
-    ) -> list[CellEvaluation]:
-        """Offer an evaluation's cells and the window's counts at its release point;
-        returns the cells as they go to the store (``released`` set on each)."""
-        out = [self._release_cell(counts, c) for c in cells]
-        self._release_groups(counts)
+    def bases(self) -> set[int | None]:
+        """The release points the next decision compares with (for WindowCounts.of)."""
+        out = {b.seq for b in self.attribute_bases.values()}
+        out |= {b.seq for b, _ in self.groups.values()}
+        if self.window is not None:
+            out.add(self.window[0].seq)
         return out
 
-    def _release_cell(self, counts: WindowCounts, cell: CellEvaluation) -> CellEvaluation:
-        key = (cell.result.metric, cell.result.attribute)
-        g = counts.groups.get(cell.result.attribute)
-        churn = [] if g is None else list(g.churn)
-        prev = self.cells.released(key)
-        out = set(cell.result.groups_left_out_point)
-        if prev is not None:
-            out &= set(prev.result.groups_left_out_point)
-        counted = None if g is None else [code not in out for code in g.codes]
-        shown = self.cells.offer(key, churn, cell, counted)
-        return replace(cell, released=shown is cell)
+    def decide(self, counts: WindowCounts) -> tuple[frozenset[str], dict[str, Base]]:
+        """The attributes whose cells this evaluation releases (their release point moves
+        here) and the release points after it (for :meth:`publish`); also releases the
+        groups and the window size (:attr:`model`)."""
+        released = set()
+        for attr, g in counts.groups.items():
+            base = self.attribute_bases.get(attr)
+            here = Base(counts.last_seq, tuple(int(x) for x in g.records))
+            if base is not None:
+                then = np.asarray(base.n, dtype=np.int64)
+                counted = (g.records >= self.min_support) | (
+                    then >= self.min_support if then.size == g.records.size else True
+                )
+                if not releasable(int(d) for d in counts.differs(attr, base)[counted]):
+                    continue
+            self.attribute_bases[attr] = here
+            released.add(attr)
+        self._release_groups(counts)
+        return frozenset(released), dict(self.attribute_bases)
+
+    def publish(
+        self,
+        cells: Sequence[CellEvaluation],
+        released: frozenset[str],
+        bases: Mapping[str, Base] | None = None,
+    ) -> list[CellEvaluation]:
+        """The evaluation's cells as they go to the store (``released`` set on each); the
+        cells of released attributes become what the model shows. ``bases``: the release
+        points :meth:`decide` left for this evaluation (now the written ones)."""
+        if bases is not None:
+            self.written_bases = dict(bases)
+        out = []
+        for cell in cells:
+            shown = cell.result.attribute in released
+            cell = replace(cell, released=shown)
+            if shown:
+                self.cells[(cell.result.metric, cell.result.attribute)] = cell
+            out.append(cell)
+        return out
 
     def _release_groups(self, counts: WindowCounts) -> None:
-        n = self.window.offer("window", [counts.churn], counts.records)
+        size = self._release_window(counts)
         groups: dict[str, dict[str, PublishedGroup]] = {}
         for attr, g in counts.groups.items():
             sizes = {code: int(x) for code, x in zip(g.codes, g.records, strict=True)}
@@ -152,54 +237,76 @@ class ModelPublication:
             shown: dict[str, PublishedGroup] = {}
             for i, code in enumerate(g.codes):
                 key = (attr, code)
+                prev = self.groups.get(key)
+                here = Base(counts.last_seq, (sizes[code],))
                 if code in hidden or not reportable(sizes[code]):
-                    self.groups.withhold(key)
+                    # withheld now; the release point stays, so figures shown again
+                    # later differ from those last shown by 11 records or more
+                    self.groups[key] = (prev[0] if prev else here, None)
                     continue
+                if prev is not None:
+                    base = prev[0]
+                    d = self._group_differs(counts, attr, i, base)
+                    if not releasable([d]):
+                        if prev[1] is not None:
+                            shown[code] = prev[1]
+                        continue
                 figures = PublishedGroup(
                     rounded_count(sizes[code]), rounded_rate(g.selected[i] / sizes[code]) or 0.0
                 )
-                released = self.groups.offer(key, [int(g.churn[i])], figures)
-                if released is not None:
-                    shown[code] = released
+                self.groups[key] = (here, figures)
+                shown[code] = figures
             groups[attr] = shown
-        size = None if n is None or not reportable(n) else rounded_count(n)
         self.model = PublishedModel(size, groups)
 
+    @staticmethod
+    def _group_differs(counts: WindowCounts, attr: str, i: int, base: Base) -> int:
+        now = int(counts.groups[attr].records[i])
+        if base.seq is None:
+            return base.n[0] + now
+        return base.n[0] + now - 2 * int(counts.kept[base.seq][attr][i])
+
+    def _release_window(self, counts: WindowCounts) -> int | None:
+        here = Base(counts.last_seq, (counts.records,))
+        if self.window is not None and not releasable([counts.differs_total(self.window[0])]):
+            return self.window[1]
+        size = rounded_count(counts.records) if reportable(counts.records) else None
+        self.window = (here, size)
+        return size
+
     # ------------------------------------------------------------------ restart
-    def hold(self, counts: WindowCounts, released: Sequence[CellEvaluation]) -> None:
-        """After a restart: cells whose release was saved with their state are restored
-        exactly (:meth:`restore_cell`); the others publish their last released evaluation
-        (read back from the store) and release next after 11 records of churn from here.
-        Groups and the window size publish nothing until 11 records of churn from here:
-        they are not saved (they are only ever live figures)."""
-        for cell in released:  # cells whose release was not saved (files before v9)
-            key = (cell.result.metric, cell.result.attribute)
-            if self.cells.release_of(key) is not None:
-                continue
-            g = counts.groups.get(cell.result.attribute)
-            self.cells.hold(key, [] if g is None else list(g.churn), cell)
-        self.window.hold("window", [counts.churn])
+    def saved(self) -> dict[str, Any]:
+        """The cells' release points, saved with the model's stream position so a restart
+        releases exactly when an uninterrupted run would (groups and window size are live
+        figures only: they are not saved, see :meth:`hold`)."""
+        return {"attributes": {a: b.to_dict() for a, b in self.written_bases.items()}}
+
+    def restore(
+        self,
+        saved: Mapping[str, Any] | None,
+        cells: Sequence[CellEvaluation],
+        counts: WindowCounts,
+    ) -> None:
+        """After a restart: the cells' release points as saved (a file written before they
+        were saved: here),
+        the cells' released evaluations (``cells``, read back from the store), and groups
+        and window size withheld until they differ from now by 11 records or more (what
+        was shown before the restart is not known)."""
+        if saved is not None:  # as saved; an attribute without a point never released
+            for attr, d in (saved.get("attributes") or {}).items():
+                self.attribute_bases[attr] = Base.from_dict(d)
+        else:  # a file written before release points were: what it showed is not known
+            for attr, g in counts.groups.items():
+                self.attribute_bases[attr] = Base(counts.last_seq, tuple(map(int, g.records)))
+        self.written_bases = dict(self.attribute_bases)
+        for cell in cells:
+            self.cells[(cell.result.metric, cell.result.attribute)] = cell
         for attr, g in counts.groups.items():
-            for code, c in zip(g.codes, g.churn, strict=True):
-                self.groups.hold((attr, code), [int(c)])
+            for code, n in zip(g.codes, g.records, strict=True):
+                self.groups[(attr, code)] = (Base(counts.last_seq, (int(n),)), None)
+        self.window = (Base(counts.last_seq, (counts.records,)), None)
         self.model = PublishedModel()
-
-    def restore_cell(self, key: tuple[str, str], saved: Mapping) -> None:
-        """A cell's release as :meth:`cell_release` saved it (churn and cell)."""
-        cell = saved.get("cell")
-        self.cells.hold(
-            key, saved.get("churn") or [], None if cell is None else CellEvaluation.from_dict(cell)
-        )
-
-    def cell_release(self, key: tuple[str, str]) -> dict | None:
-        """A cell's last release as it is saved with the cell's state: its churn counters
-        and the released evaluation, so a restart publishes the same and releases next
-        exactly when an uninterrupted run would."""
-        r = self.cells.release_of(key)
-        if r is None:
-            return None
-        return {"churn": list(r.churn), "cell": None if r.figures is None else r.figures.to_dict()}
 
     # ------------------------------------------------------------------ reads
     def published_cells(self) -> list[CellEvaluation]:
-        return sorted(self.cells.shown(), key=lambda c: c.key)
+        return sorted(self.cells.values(), key=lambda c: c.key)

@@ -57,12 +57,12 @@ def _feed(pipe: Pipeline, payloads: list[bytes], clock: _Clock, start: int = 0) 
 def _state(pipe: Pipeline, model_id: str) -> dict:
     """Everything a model's state holds, comparable. The published groups and window size
     are left out on purpose: a restored model publishes none until 11 records of churn
-    after the restore (monitor.stream.publication.ModelPublication.hold); its cells'
-    releases and the churn counters are restored exactly and compared."""
+    after the restore (monitor.stream.publication.ModelPublication.restore); its cells
+    releases and release points are restored exactly and compared."""
     ms: ModelState = pipe._models[model_id]
     return {
         "view": replace(ms.view(), published=None),
-        "churn": {a: c.tolist() for a, c in ms.window.churn.items()},
+        "releases": ms.publication.saved(),
         "published_cells": ms.publication.published_cells(),
         "evaluated": ms.evaluated,
         "since_eval": ms.since_eval,
