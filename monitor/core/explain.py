@@ -92,6 +92,8 @@ def _crossings(before: dict[str, Any], after: dict[str, Any], c: Cutoffs) -> lis
 
 
 def _value_clause(before: dict[str, Any], after: dict[str, Any], c: Cutoffs) -> str:
+    if "value" not in after:
+        return ""  # published events carry no window figure (monitor.stream.publication)
     b = float_or_none(after.get("value"))
     if b is None:
         return "the value is undefined on the window"
@@ -111,7 +113,8 @@ def explain_event(event: CellEvent, cutoffs: Cutoffs) -> str:
     value = _value_clause(before, after, cutoffs)
     vfr = float_or_none(after.get("vfr"))
     if event.kind == "verdict_flip":
-        text = f"{cell} flipped from {event.old} to {event.new}: {value}"
+        text = f"{cell} flipped from {event.old} to {event.new}"
+        text += f": {value}" if value else ""
         if vfr is not None:
             text += f"; VFR {_num(vfr)}"
             if vfr > cutoffs.tau_vfr:
@@ -119,6 +122,7 @@ def explain_event(event: CellEvent, cutoffs: Cutoffs) -> str:
         return text + "."
     old, new = tier_name(event.old), tier_name(event.new)
     crossed = _crossings(before, after, cutoffs)
+    tail = f" as {value}" if value else ""
     if not crossed:
-        return f"{cell} moved from {old} to {new} as {value}."
-    return f"{cell} moved from {old} to {new}: {' and '.join(crossed)} as {value}."
+        return f"{cell} moved from {old} to {new}{tail}."
+    return f"{cell} moved from {old} to {new}: {' and '.join(crossed)}{tail}."
