@@ -16,6 +16,7 @@ import duckdb
 import pandas as pd
 
 from monitor.core.jsonable import to_json
+from monitor.store.queries import RELEASED
 from monitor.store.results_messages import ResultMessage
 from monitor.store.rows import insert_frame
 
@@ -49,14 +50,15 @@ def apply_results(
     )  # fmt: skip
     models = sorted({w[0] for w in windows})
     if models:
-        # what the report reads: each cell's latest result, each model's position
-        # (the view has no tracker states: '{}')
+        # what the report reads: each cell's latest released result, each model's
+        # position (the view has no tracker states: '{}')
         marks = ", ".join("?" * len(models))
         c.execute(
             "INSERT OR REPLACE INTO cell_state SELECT model_id, metric, attribute, "
             "'{}'::JSON, result, evaluated_at FROM window_results "
-            f"WHERE model_id IN ({marks}) QUALIFY row_number() OVER (PARTITION BY "
-            "model_id, metric, attribute ORDER BY evaluation DESC) = 1", models,
+            f"WHERE model_id IN ({marks}) AND {RELEASED} QUALIFY row_number() "
+            "OVER (PARTITION BY model_id, metric, attribute ORDER BY evaluation DESC) = 1",
+            models,
         )  # fmt: skip
         c.execute(
             "INSERT OR REPLACE INTO model_state (model_id, records, evaluations, "

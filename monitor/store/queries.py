@@ -188,9 +188,13 @@ def models_with_cells(c: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def latest_cells(c: duckdb.DuckDBPyConnection, model_id: str) -> list[dict[str, Any]]:
-    """A model's cells' latest results (``CellEvaluation.to_dict``), as cell_state keeps them."""
+    """A model's cells' released results (``CellEvaluation.to_dict``) as cell_state keeps
+    them: the one saved with the state (monitor.stream.publication), else the latest (a
+    file written before releases, or a fleet view's file, which keeps released ones only)."""
     rows = c.execute(
-        "SELECT latest FROM cell_state WHERE model_id = ? AND latest IS NOT NULL", [model_id]
+        "SELECT coalesce(state->'$.released', latest) FROM cell_state "
+        "WHERE model_id = ? AND latest IS NOT NULL",
+        [model_id],
     ).fetchall()
     return [json.loads(lt) for (lt,) in rows]
 
