@@ -46,6 +46,12 @@ Non-finite values (documented choice):
 * an axis that has no result yet (``n_star`` / ``kappa`` / ``confirmed_tier`` is
   ``None``) has no series at all: "not computed" is not a number.
 
+Releases (docs/privacy.md): the state series show what the service has *released*
+(monitor.stream.publication), never the live window: cells as of their last released
+evaluation, group sizes and window sizes rounded to 5, selection rates to 2 decimals,
+withheld groups absent, each changing only when the records behind the change number 0 or
+11+. A count below 10 is never a released one and is refused here as a second line.
+
 Small-cell suppression (a hard rule): a statistic computed from fewer than
 :data:`~monitor.core.privacy.SMALL_CELL` records is never exported. A group below
 it has no group series (absent, not zeroed), a cell whose window is below it exports
