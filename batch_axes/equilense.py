@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from batch_axes.equilense_groups import GroupMetricResult
+from batch_axes.equilense_groups import GroupMetricResult, published_group_metrics
 from batch_axes.mppd import GroupMPPD, IndividualFairnessGap, MPPDPairwise, MPPDReference
-from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
+from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL, published_size
 
 
 @dataclass(frozen=True)
@@ -179,3 +179,21 @@ def disparity_of_shown(entry: AttributeMPPD) -> AttributeMPPD:
 def suppress_small_cells(entry: AttributeMPPD, sizes: Mapping[str, int]) -> AttributeMPPD:
     """Every small-cell rule of one attribute's MPPD, in order: pairs, groups, disparity."""
     return disparity_of_shown(suppress_small_groups(suppress_small_pair_counts(entry), sizes))
+
+
+# --------------------------------------------------------------------------- publication
+def published_equilense(result: EquiLenseResult) -> dict[str, Any]:
+    """What an EquiLense result shows outside the service (``mppd.json``, the API).
+
+    :meth:`EquiLenseResult.to_dict` is the stored form. Here every group metric goes
+    through :func:`~batch_axes.equilense_groups.published_group_metrics` (secondary
+    suppression over each attribute's groups, rounded sizes and values) and a model's
+    record count is rounded; the MPPD entries are already under the rule by pairs and
+    by group records (:func:`suppress_small_cells`).
+    """
+    out = result.to_dict()
+    out["group_metrics"] = [published_group_metrics(r) for r in result.group_metrics]
+    for entry in out["models"].values():
+        if isinstance(entry["records"], int):
+            entry["records"] = published_size(entry["records"])
+    return out

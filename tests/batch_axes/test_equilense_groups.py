@@ -17,7 +17,9 @@ from tests.support.strategies import cohorts
 
 
 def _reference(g, y, d, groups, min_size):
-    """Straight from the definitions, one group at a time."""
+    """Straight from the definitions, one group at a time; a value only where each of its
+    rates rests on ``min_size`` records (records for DPD and EDDI, positives for EOD,
+    positives and negatives for EO)."""
 
     def rate(mask, num):
         return num[mask].mean() if mask.any() else np.nan
@@ -27,15 +29,15 @@ def _reference(g, y, d, groups, min_size):
     out = {"DPD": {}, "EOD": {}, "EO": {}, "EDDI": {}}
     for k, name in enumerate(groups):
         m = g == k
-        if m.sum() < min_size:
-            for v in out.values():
-                v[name] = None
-            continue
+        n, pos, neg = m.sum(), (m & (y == 1)).sum(), (m & (y == 0)).sum()
         tpr_g, fpr_g = rate(m & (y == 1), d), rate(m & (y == 0), d)
-        out["DPD"][name] = d[m].mean() - sr
-        out["EOD"][name] = tpr_g - tpr
-        out["EO"][name] = (abs(tpr_g - tpr) + abs(fpr_g - fpr)) / 2
-        out["EDDI"][name] = abs((d[m] != y[m]).mean() - er) / max(er, 1 - er)
+        big = n >= min_size
+        out["DPD"][name] = d[m].mean() - sr if big else None
+        out["EOD"][name] = tpr_g - tpr if pos >= min_size else None
+        out["EO"][name] = (
+            (abs(tpr_g - tpr) + abs(fpr_g - fpr)) / 2 if min(pos, neg) >= min_size else None
+        )
+        out["EDDI"][name] = abs((d[m] != y[m]).mean() - er) / max(er, 1 - er) if big else None
     return out
 
 
@@ -64,7 +66,8 @@ def test_group_metrics_equal_definitions(cohort):
 def test_dpd_and_eod_equal_fairlearn_to_overall(cohort):
     groups, g, y, d, s = cohort
     assume(all((g == k).sum() > SMALL_CELL for k in range(len(groups))))
-    assume(all(((g == k) & (y == 1)).any() for k in range(len(groups))))
+    # every group's TPR rests on at least 11 positives, or EquiLense withholds it
+    assume(all(((g == k) & (y == 1)).sum() >= SMALL_CELL for k in range(len(groups))))
     res = {
         r.metric: r
         for r in equilense_group_metrics("m", "a", CountTable.from_records(groups, g, y, d, s))
