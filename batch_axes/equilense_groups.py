@@ -117,9 +117,11 @@ class GroupMetricResult:
             "attribute": self.attribute,
             "metric": self.metric,
             "by_group": dict(self.by_group),
-            # small-cell suppression: a count below 11 is reported as "<11"
+            # small-cell suppression: a count of 1-10 is stored as "<11"; an empty group
+            # stays 0 (it discloses no patient, and the published form must tell it
+            # from a small group, see published_group_metrics)
             "group_n": {
-                g: (n if isinstance(n, int) and n >= SMALL_CELL else SMALL_CELL_LABEL)
+                g: (n if isinstance(n, int) and (n == 0 or n >= SMALL_CELL) else SMALL_CELL_LABEL)
                 for g, n in self.group_n.items()
             },
             "max_abs": self.max_abs,
