@@ -268,6 +268,26 @@ def test_small_groups_are_never_reported(cli_out: Path) -> None:
         assert row["selection_rate"]["race"]["0"] == "<11"
 
 
+def test_split_summary_names_no_small_group_by_complement(cli_out: Path) -> None:
+    """Issue 21: in baselines.json a part's size minus its shown groups of an attribute
+    pins no group under 11 records (race code 0 holds 12 records over the three parts),
+    and the selection rates withhold the same groups as the sizes."""
+    from tests.support.complements import small_recovered
+
+    doc = json.loads((cli_out / "baselines.json").read_text())
+    recovered = {
+        (part, attr): small_recovered(doc["split"][part]["records"], sizes)
+        for part in ("train", "validation", "audit")
+        for attr, sizes in doc["split"][part]["groups"].items()
+    }
+    assert recovered == {k: {} for k in recovered}
+    audit = doc["split"]["audit"]["groups"]
+    for row in doc["baselines"]:
+        for attr, rates in row["selection_rate"].items():
+            withheld = {g for g, r in rates.items() if r == "<11"}
+            assert withheld == {g for g, n in audit[attr].items() if n == "<11"}, attr
+
+
 def test_same_command_twice_gives_identical_files(cohort_dir: Path, cli_out: Path) -> None:
     out2 = cohort_dir / "out2"
     assert main(["intervene", "--input", str(cohort_dir / "cohort.parquet"), "--out", str(out2),

@@ -281,3 +281,49 @@ def test_audit_cell_round_trip_and_withheld_cells(tmp_path):
             assert back == published
             exact += 1
     assert exact
+
+
+# ----------------------------------------------------------------------------- complements
+COMPLEMENT_TOML = """
+[axis1]
+K = 30
+[axis2]
+sizes = [20, 40]
+R = 3
+"""
+
+
+def test_audit_files_name_no_small_group_by_complement(tmp_path):
+    """Issue 21: the audit files of the 61-record five-hospital cohort (a race group of 4,
+    2 records without a hospital id) let no reader pin a group under 11 records: not the
+    cohort size minus the shown groups, not the n-weighted DPD identity, not a note."""
+    from tests.support.complements import (
+        dpd_recovered,
+        exact_counts_in,
+        five_hospital_cohort,
+        small_recovered,
+    )
+
+    five_hospital_cohort().drop(columns=["decision"]).to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "c.toml").write_text(COMPLEMENT_TOML)
+    code = main(["audit", "--input", str(tmp_path / "in.csv"), "--config",
+                 str(tmp_path / "c.toml"), "--out", str(tmp_path / "out"), "--quiet"])  # fmt: skip
+    assert code == 0
+    cells = _read_cells(tmp_path / "out")
+    (cohort_n,) = {c["cohort_n"] for c in cells}
+    total = int(cohort_n)
+    mppd = json.loads((tmp_path / "out" / "mppd.json").read_text())
+    gm = mppd["group_metrics"]
+    notes = json.loads((tmp_path / "out" / "cells.json").read_text())["notes"]
+    recovered = {
+        "sizes": {r["attribute"]: small_recovered(total, r["group_n"]) for r in gm},
+        "dpd": {r["attribute"]: dpd_recovered(total, r["group_n"], r["by_group"])
+                for r in gm if r["metric"] == "DPD"},
+        "notes": [n for c in cells for n in exact_counts_in(c["axis3_note"])]
+        + [n for text in notes for n in exact_counts_in(text)],
+    }  # fmt: skip
+    assert recovered == {
+        "sizes": {a: {} for a in recovered["sizes"]},
+        "dpd": {a: {} for a in recovered["dpd"]},
+        "notes": [],
+    }

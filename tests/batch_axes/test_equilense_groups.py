@@ -134,3 +134,40 @@ def test_equilense_result_round_trips_with_its_small_cells_withheld():
     assert race.reference.group("0").pairs == "<11" and race.reference.disparity is None
     none = run_equilense(frame, None, (), tables_from_frame(frame, cfg), cfg)
     assert EquiLenseResult.from_dict(none.to_dict()).mppd_note == none.mppd_note
+
+
+def test_rates_are_admitted_by_their_denominators():
+    """Issue 21: a group of 40 records with 5 positives gets a DPD and an EDDI (records)
+    but no EOD (TPR over 5 positives) and no EO (TPR and FPR); as Axis 1 does."""
+    g = np.array([0] * 40 + [1] * 60)
+    y = np.array([1] * 5 + [0] * 35 + [1] * 30 + [0] * 30)
+    d = (np.arange(100) % 2).astype(int)
+    table = CountTable.from_records(("a", "b"), g, y, d, np.full(100, 0.4))
+    res = {r.metric: r.by_group for r in equilense_group_metrics("m", "race", table)}
+    assert res["DPD"]["a"] is not None and res["EDDI"]["a"] is not None
+    assert res["EOD"]["a"] is None and res["EO"]["a"] is None
+    assert all(res[m]["b"] is not None for m in ("DPD", "EOD", "EO", "EDDI"))
+
+
+def test_published_group_metrics_withhold_a_second_group_and_round():
+    """The published form: the group of 4 and the smallest shown group withheld, sizes
+    rounded to 5, values to 2 decimals, summaries over the shown groups only."""
+    from batch_axes.equilense_groups import published_group_metrics
+    from tests.support.complements import dpd_recovered, small_recovered
+
+    sizes = {"a": 4, "b": 86, "c": 646, "d": 3458}
+    codes = tuple(sizes)
+    g = np.repeat(np.arange(4), list(sizes.values()))
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, g.size)
+    d = (rng.uniform(size=g.size) < 0.3 + 0.1 * g).astype(int)
+    table = CountTable.from_records(codes, g, y, d, np.full(g.size, 0.4))
+    (dpd,) = [r for r in equilense_group_metrics("m", "race", table) if r.metric == "DPD"]
+    out = published_group_metrics(dpd)
+    assert out["group_n"] == {"a": "<11", "b": "<11", "c": 645, "d": 3460}
+    assert out["by_group"]["a"] is None and out["by_group"]["b"] is None
+    assert out["by_group"]["c"] == round(dpd.by_group["c"], 2)
+    assert out["max_abs"] == round(max(abs(dpd.by_group[k]) for k in "cd"), 2)
+    total = 4195  # the cohort as published (rounded)
+    assert small_recovered(total, out["group_n"]) == {}
+    assert dpd_recovered(total, out["group_n"], out["by_group"]) == {}

@@ -56,12 +56,14 @@ def recovered_sizes(total: Any, parts: Mapping[Any, Any]) -> dict[Any, int]:
 
 
 def small_counts_shown(parts: Mapping[Any, Any]) -> dict[Any, int]:
-    """Parts published outright with 1-10 records."""
-    return {
-        k: v
-        for k, v in parts.items()
-        if isinstance(v, int) and not isinstance(v, bool) and 0 < v < SMALL_CELL
-    }
+    """Parts published outright with an exact count of 1-10 records (a 5 or a 10 may be
+    a rounded 3-12, see :func:`count_bounds`)."""
+    out = {}
+    for k, v in parts.items():
+        lo, hi = count_bounds(v)
+        if lo == hi and 0 < lo < SMALL_CELL:
+            out[k] = int(lo)
+    return out
 
 
 def small_recovered(total: Any, parts: Mapping[Any, Any]) -> dict[Any, int]:
