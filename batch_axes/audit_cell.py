@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.core.numbers import as_float, float_or_none
-from monitor.core.privacy import SMALL_CELL_LABEL, published_count, reportable, withhold
+from monitor.core.privacy import SMALL_CELL_LABEL, published_cell, reportable, rounded_count
 from monitor.core.tiers import Tier, TierResult
 
 #: Columns that stay when a cell's figures are withheld (identity and configuration).
@@ -40,13 +40,6 @@ def _inf_word(x: float | None) -> float | str | None:
 
 def _none_or_float(x: Any) -> float | None:
     return None if x is None else as_float(x)
-
-
-def _published_denominator(n: float) -> int | str | None:
-    """The fewest records a rate of the value rests on, as a published count (None when
-    the value is undefined): a group's positives or negatives exact beside its rounded
-    size would give the other back."""
-    return None if math.isnan(n) else published_count(n)
 
 
 @dataclass(frozen=True)
@@ -89,8 +82,9 @@ class AuditCell:
 
     def to_dict(self) -> dict[str, Any]:
         """The cells.csv / cells.json row (small-cell rule applied), in CELL_COLUMNS order:
-        counts rounded to 5 (``cohort_n``, ``min_denominator``), so the cohort size minus
-        the EquiLense group sizes of ``mppd.json`` names no withheld group."""
+        counts rounded to 5 (``cohort_n`` and the API cells' counts, ``resample_n`` and
+        ``min_denominator``: :func:`~monitor.core.privacy.published_cell`), so the cohort
+        size minus the EquiLense group sizes of ``mppd.json`` names no withheld group."""
         row = {
             "model_id": self.model_id,
             "metric": self.metric,
@@ -114,14 +108,17 @@ class AuditCell:
             "n_pass": self.n_pass,
             "K": self.K,
             "resample_n": self.resample_n,
-            "cohort_n": self.cohort_n if self.withheld else published_count(self.cohort_n),
+            "cohort_n": self.cohort_n,
             "groups_left_out": " ".join(self.groups_left_out),
             "n_star_reached": self.n_star_reached,
             "kappa_degenerate": self.kappa_degenerate,
             "axis3_note": self.axis3_note,
-            "min_denominator": _published_denominator(self.min_denominator),
+            "min_denominator": float_or_none(self.min_denominator),
         }
-        return withhold(row, self.cohort_n, AUDIT_IDENTITY)
+        out = published_cell(row, self.cohort_n, AUDIT_IDENTITY)
+        if not self.withheld:
+            out["cohort_n"] = rounded_count(self.cohort_n)  # type: ignore[arg-type]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AuditCell:
