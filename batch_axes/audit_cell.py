@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.core.numbers import as_float, float_or_none
-from monitor.core.privacy import SMALL_CELL_LABEL, reportable, withhold
+from monitor.core.privacy import SMALL_CELL_LABEL, published_cell, reportable, rounded_count
 from monitor.core.tiers import Tier, TierResult
 
 #: Columns that stay when a cell's figures are withheld (identity and configuration).
@@ -81,7 +81,10 @@ class AuditCell:
         return not reportable(self.cohort_n)
 
     def to_dict(self) -> dict[str, Any]:
-        """The cells.csv / cells.json row (small-cell rule applied), in CELL_COLUMNS order."""
+        """The cells.csv / cells.json row (small-cell rule applied), in CELL_COLUMNS order:
+        counts rounded to 5 (``cohort_n`` and the API cells' counts, ``resample_n`` and
+        ``min_denominator``: :func:`~monitor.core.privacy.published_cell`), so the cohort
+        size minus the EquiLense group sizes of ``mppd.json`` names no withheld group."""
         row = {
             "model_id": self.model_id,
             "metric": self.metric,
@@ -112,7 +115,10 @@ class AuditCell:
             "axis3_note": self.axis3_note,
             "min_denominator": float_or_none(self.min_denominator),
         }
-        return withhold(row, self.cohort_n, AUDIT_IDENTITY)
+        out = published_cell(row, self.cohort_n, AUDIT_IDENTITY)
+        if not self.withheld:
+            out["cohort_n"] = rounded_count(self.cohort_n)  # type: ignore[arg-type]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AuditCell:

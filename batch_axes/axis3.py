@@ -39,6 +39,11 @@ from monitor.config import MIN_GROUP_SUPPORT, AttributeConfig, MetricRule
 from monitor.core.counts import score_bins
 from monitor.core.metrics import METRICS, Tallies, passes
 from monitor.core.numbers import as_float, float_or_none
+from monitor.core.privacy import (
+    SMALL_CELL_LABEL,
+    published_family,
+    published_size,
+)
 
 #: docs/method.md section 9 defaults.
 DEFAULT_FOLDS = 20
@@ -146,6 +151,33 @@ class HospitalFolds:
         }
 
 
+def folds_note(n_missing: int, n_hospitals: int, n_folds_requested: int, n_folds: int) -> str:
+    """What the fold assignment adapted, in words ("" when nothing); ``n_folds`` 0 when
+    Axis 3 is not applicable.
+
+    The excluded count is quoted as published (:func:`~monitor.core.privacy.published_size`):
+    a note leaves the service with the result, and an exact small count in it would
+    name how few patients lack a hospital id.
+
+    >>> print(folds_note(2, 5, 20, 5).replace("; ", chr(10)))
+    <11 records without hospital_id excluded from Axis 3
+    5 hospitals for 20 folds: one fold per hospital (5 folds)
+    >>> folds_note(252, 30, 20, 20)
+    '250 records without hospital_id excluded from Axis 3'
+    """
+    notes = []
+    if n_missing:
+        notes.append(
+            f"{published_size(n_missing)} records without hospital_id excluded from Axis 3"
+        )
+    if 0 < n_folds < n_folds_requested:
+        notes.append(
+            f"{n_hospitals} hospitals for {n_folds_requested} folds: "
+            f"one fold per hospital ({n_folds} folds)"
+        )
+    return "; ".join(notes)
+
+
 def hospital_codes(hospital_ids: np.ndarray | pd.Series | Sequence[Any]) -> np.ndarray:
     """Rank of each record's hospital id among the sorted distinct ids; -1 when missing.
 
@@ -183,15 +215,12 @@ def hospital_folds(
     n_missing = int(hosp.size - n_valid)
     per_hospital = np.bincount(hosp[present]) if n_valid else np.zeros(0, np.int64)
     H = int(per_hospital.size)
-    notes = []
-    if n_missing:
-        notes.append(f"{n_missing} records without hospital_id excluded from Axis 3")
 
     def not_applicable(reason: str) -> HospitalFolds:
         return HospitalFolds(
             applicable=False,
             reason=reason,
-            note="; ".join(notes),
+            note=folds_note(n_missing, H, n_folds, 0),
             n_folds_requested=n_folds,
             n_folds=0,
             n_hospitals=H,
@@ -209,8 +238,6 @@ def hospital_folds(
     if H < 2:
         return not_applicable("only one hospital: cross-hospital agreement needs at least two")
     k = min(n_folds, H)
-    if k < n_folds:
-        notes.append(f"{H} hospitals for {n_folds} folds: one fold per hospital ({k} folds)")
 
     stand_in = np.repeat(np.arange(H, dtype=np.int64), per_hospital)
     fold_of_hospital = np.full(H, -1, np.int64)
@@ -224,7 +251,7 @@ def hospital_folds(
     return HospitalFolds(
         applicable=True,
         reason="",
-        note="; ".join(notes),
+        note=folds_note(n_missing, H, n_folds, k),
         n_folds_requested=n_folds,
         n_folds=k,
         n_hospitals=H,
@@ -636,3 +663,34 @@ def axis3(
         metrics=tuple(metric_rows),
         cells=tuple(cells),
     )
+
+
+# ----------------------------------------------------------------------------- publication
+def published_axis3(result: Axis3Result) -> dict[str, Any]:
+    """What an Axis 3 result shows outside the service (the API, the audit files).
+
+    :meth:`Axis3Result.to_dict` is the stored form, exact. Here the folds are one family
+    under the small-cell rule (:func:`~monitor.core.privacy.published_family`): a fold of
+    1-10 records, and as many more of the smallest as keep the record total minus the
+    shown folds from naming it, show ``<11`` for their size, value and verdict; the other
+    sizes, the record count and the excluded count are rounded, and the note quotes only
+    published counts. Kappas, bands, pass counts and the fold count stay exact: they are
+    computed from verdicts, and a small fold's verdict is always a Fail (no group of it
+    reaches the group support), so its verdict says nothing of its patients.
+    """
+    out = result.to_dict()
+    sizes = published_family(dict(enumerate(result.fold_sizes)))
+    hidden = {i for i, n in sizes.items() if n == SMALL_CELL_LABEL}
+    out["fold_sizes"] = [sizes[i] for i in range(len(result.fold_sizes))]
+    out["n_records"] = published_size(result.n_records)
+    out["n_excluded_missing_hospital"] = published_size(result.n_excluded_missing_hospital)
+    out["note"] = folds_note(
+        result.n_excluded_missing_hospital,
+        result.n_hospitals,
+        result.n_folds_requested,
+        result.n_folds if result.applicable else 0,
+    )
+    for cell in out["cells"]:
+        for key in ("fold_verdicts", "fold_values"):
+            cell[key] = [SMALL_CELL_LABEL if i in hidden else v for i, v in enumerate(cell[key])]
+    return out

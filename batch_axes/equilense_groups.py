@@ -10,8 +10,13 @@ tables as Axis 1, so they cost nothing extra to keep.
 * EO_g   = (|TPR_g - TPR| + |FPR_g - FPR|) / 2
 * EDDI_g = |ER_g - ER| / max(ER, 1 - ER), ER = error rate
 
-The population rates are over all records of the attribute's table; groups
-with fewer than ``min_group_size`` records (default 10) get no value.
+The population rates are over all records of the attribute's table. A group's
+value rests on its rates' denominators, as in Axis 1 (monitor.core.metrics): it gets
+no value unless each has at least ``min_group_size`` records (default 10) and never
+fewer than the small-cell rule's 11: records for DPD and EDDI, positives for EOD,
+positives and negatives for EO.
+
+:func:`published_group_metrics` is what a result shows outside the service.
 """
 
 from __future__ import annotations
@@ -26,14 +31,26 @@ from monitor.core.counts import CountTable
 from monitor.core.metrics import (
     Tallies,
     false_positive_rate,
+    rate_denominator,
     selection_rate,
     tallies_from_table,
     true_positive_rate,
 )
-from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
+from monitor.core.privacy import (
+    SMALL_CELL,
+    SMALL_CELL_LABEL,
+    family_withheld,
+    published_family,
+    rounded_rate,
+)
 
 GROUP_METRICS = ("DPD", "EOD", "EO", "EDDI")
-#: Counts below this are not published (the usual small-cell rule for health data).
+
+#: The Axis 1 metric whose rates each EquiLense metric uses, so that
+#: :func:`~monitor.core.metrics.rate_denominator` gives its denominators: selection rate
+#: (records) for DPD, TPR (positives) for EOD, TPR and FPR for EO, the error rate
+#: (records) for EDDI.
+DENOMINATOR_OF = {"DPD": "SPD", "EOD": "EOPP", "EO": "EOD", "EDDI": "SPD"}
 
 
 def _population(t: Tallies) -> Tallies:
@@ -86,7 +103,8 @@ class GroupMetricResult:
     model_id: str
     attribute: str
     metric: str
-    by_group: dict[str, float | None]  # None: fewer than min_group_size records or undefined
+    #: None: a denominator under min_group_size (or 11) records, or undefined
+    by_group: dict[str, float | None]
     #: records per group; SMALL_CELL_LABEL for a count read back from :meth:`to_dict`,
     #: which withholds counts below SMALL_CELL
     group_n: dict[str, int | str]
@@ -99,9 +117,11 @@ class GroupMetricResult:
             "attribute": self.attribute,
             "metric": self.metric,
             "by_group": dict(self.by_group),
-            # small-cell suppression: a count below 11 is reported as "<11"
+            # small-cell suppression: a count of 1-10 is stored as "<11"; an empty group
+            # stays 0 (it discloses no patient, and the published form must tell it
+            # from a small group, see published_group_metrics)
             "group_n": {
-                g: (n if isinstance(n, int) and n >= SMALL_CELL else SMALL_CELL_LABEL)
+                g: (n if isinstance(n, int) and (n == 0 or n >= SMALL_CELL) else SMALL_CELL_LABEL)
                 for g, n in self.group_n.items()
             },
             "max_abs": self.max_abs,
@@ -129,11 +149,11 @@ def equilense_group_metrics(
     t = tallies_from_table(table)
     sizes = table.group_counts()
     # never below the small-cell rule, whatever min_group_size says
-    keep = sizes >= max(min_group_size, SMALL_CELL)
+    least = max(min_group_size, SMALL_CELL)
     out = []
     for name in GROUP_METRICS:
         values = _FUNCS[name](t)
-        ok = keep & ~np.isnan(values)
+        ok = (rate_denominator(DENOMINATOR_OF[name], t) >= least) & ~np.isnan(values)
         absval = np.abs(values[ok])
         out.append(
             GroupMetricResult(
@@ -150,3 +170,38 @@ def equilense_group_metrics(
             )
         )
     return out
+
+
+def _abs_summary(values: list[float]) -> tuple[float | None, float | None]:
+    """max |v| and mean |v| of the shown values (None without any)."""
+    if not values:
+        return None, None
+    a = np.abs(np.asarray(values))
+    return float(a.max()), float(a.mean())
+
+
+def published_group_metrics(result: GroupMetricResult) -> dict[str, Any]:
+    """What one EquiLense metric of one (model, attribute) shows outside the service.
+
+    The attribute's groups are one family under the small-cell rule
+    (:func:`~monitor.core.privacy.published_family`): a group of 1-10 records, and as
+    many more of the smallest as keep ``cohort_n`` minus the shown groups from naming
+    it, show ``<11`` for their size and no value; the shown sizes are rounded to 5 and
+    the values to :data:`~monitor.core.privacy.RATE_DECIMALS`. Withholding two groups'
+    values also defeats the identity sum_g n_g DPD_g = 0: it then gives one equation in
+    two unknown groups, and with rounded sizes and values not even that exactly.
+    ``max_abs`` and ``mean_abs`` are over the shown values (a maximum over a withheld
+    group would show its value).
+    """
+    hidden = family_withheld(result.group_n)
+    by_group = {g: None if g in hidden else rounded_rate(v) for g, v in result.by_group.items()}
+    max_abs, mean_abs = _abs_summary(
+        [float(v) for g, v in result.by_group.items() if g not in hidden and v is not None]
+    )
+    return {
+        **result.to_dict(),
+        "by_group": by_group,
+        "group_n": published_family(result.group_n),
+        "max_abs": rounded_rate(max_abs),
+        "mean_abs": rounded_rate(mean_abs),
+    }

@@ -46,7 +46,6 @@ from monitor.audit.interventions import (
     refine_thresholds,
     search_thresholds,
     selection_rates,
-    small_cell,
     split_cohort,
     vfr_cells,
     vfr_objective,
@@ -54,7 +53,13 @@ from monitor.audit.interventions import (
 from monitor.audit.run import CELL_COLUMNS
 from monitor.config import MonitorConfig
 from monitor.core.counts import CountTable
-from monitor.core.privacy import SMALL_CELL_LABEL, reportable
+from monitor.core.privacy import (
+    SMALL_CELL_LABEL,
+    family_withheld,
+    published_family,
+    published_size,
+    rounded_rate,
+)
 from monitor.stream.schema import decision_thresholds
 
 #: The built-in cohort name accepted by --input (monitor.data.datasets.diabetes130).
@@ -284,6 +289,20 @@ class BaselineResult:
         return cls(**kw)
 
 
+def published_rates(
+    codes: Sequence[str], rates: np.ndarray, counts: np.ndarray
+) -> dict[str, float | str | None]:
+    """A part's selection rate per group as published: ``<11`` for the groups the split
+    summary withholds (:func:`~monitor.core.privacy.family_withheld` of the same sizes),
+    the others to :data:`~monitor.core.privacy.RATE_DECIMALS` (an exact rate s/n beside
+    a size rounded to 5 gives the exact size back)."""
+    hidden = family_withheld({c: int(n) for c, n in zip(codes, counts, strict=True)})
+    return {
+        c: SMALL_CELL_LABEL if c in hidden else rounded_rate(float(r))
+        for c, r in zip(codes, rates, strict=True)
+    }
+
+
 def evaluate(
     name: str,
     part: Part,
@@ -303,10 +322,7 @@ def evaluate(
     for g in part.groups:
         sr = selection_rates(decisions, g)
         di[g.name] = disparate_impact(sr, g.counts >= support)
-        rates[g.name] = {
-            code: (_round(float(r)) if reportable(n) else SMALL_CELL_LABEL)
-            for code, r, n in zip(g.codes, sr, g.counts, strict=True)
-        }
+        rates[g.name] = published_rates(g.codes, sr, g.counts)
     cells1 = vfr_cells(y, decisions, scores, part.groups, config, model_id)
     bins = config.axis1.score_bins
     tables = {(model_id, g.name): CountTable.from_records(g.codes, g.index, y, decisions,
@@ -417,7 +433,8 @@ def run_interventions(
     if inter != tuple(iv.intersection):
         notes.append(f"reweighing cells use {' x '.join(inter)} (attributes of this cohort)")
 
-    _say(progress, f"{n:,} records; split {[len(r) for r in split.parts().values()]}; "
+    _say(progress, f"{published_size(n):,} records; split "
+                   f"{[published_size(len(r)) for r in split.parts().values()]}; "
                    f"fitting {model} (B1)")  # fmt: skip
     b1 = fit_model(model, train.X, train.labels, seed)
     cells = intersection_cells(train.columns, inter)
@@ -490,7 +507,7 @@ def run_interventions(
 
     summary = {
         "input": cohort.source,
-        "records": n,
+        "records": published_size(n),
         "model": model,
         "model_id": model_id,
         "seed": seed,
@@ -522,6 +539,10 @@ def _auroc(y: np.ndarray, s: np.ndarray) -> float:
 def _split_summary(
     split: Any, parts: Mapping[str, Part], hosp: np.ndarray | None
 ) -> dict[str, Any]:
+    """How the cohort was split, in published counts: part sizes rounded, shares to 2
+    decimals (an exact share of a published total is an exact size), and each part's
+    groups of an attribute as one family under secondary suppression, so a part's size
+    minus its shown groups names no withheld group."""
     total = sum(len(p.labels) for p in parts.values())
     out: dict[str, Any] = {
         "grouped_by_hospital": split.grouped,
@@ -531,11 +552,11 @@ def _split_summary(
     for k, rows in split.parts().items():
         p = parts[k]
         out[k] = {
-            "records": small_cell(len(rows)),
-            "share": round(len(rows) / total, 4),
+            "records": published_size(len(rows)),
+            "share": rounded_rate(len(rows) / total),
             "hospitals": None if hosp is None else len(np.unique(hosp[rows])),
-            "groups": {g.name: {c: small_cell(int(n)) for c, n in zip(g.codes, g.counts,
-                                                                       strict=True)}
+            "groups": {g.name: published_family({c: int(n) for c, n in zip(g.codes, g.counts,
+                                                                            strict=True)})
                        for g in p.groups},
         }  # fmt: skip
     return out

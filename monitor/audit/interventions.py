@@ -25,15 +25,9 @@ import numpy as np
 from monitor.config import MIN_GROUP_SUPPORT, MonitorConfig
 from monitor.core.axis1 import CellResult, run_axis1
 from monitor.core.counts import CountTable
-from monitor.core.privacy import SMALL_CELL_LABEL, reportable
 
 #: Pass-rule tolerance, as in monitor.core.metrics.passes.
 _TOL = 1e-12
-
-
-def small_cell(n: int) -> int | str:
-    """A record count as reported: the number, or ``"<11"`` below the small-cell limit."""
-    return int(n) if reportable(n) else SMALL_CELL_LABEL
 
 
 # ----------------------------------------------------------------------------- splits

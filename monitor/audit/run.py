@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from batch_axes.audit_cell import AuditCell
-from batch_axes.equilense import EquiLenseResult
+from batch_axes.equilense import EquiLenseResult, published_equilense
 from batch_axes.runner import combine_cell, run_axis2, run_axis3, run_equilense
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
@@ -109,7 +109,8 @@ def run_audit(
 
 
 def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
-    """cells.csv, cells.json and mppd.json in ``out_dir`` (created if needed)."""
+    """cells.csv, cells.json and mppd.json in ``out_dir`` (created if needed), in their
+    published forms (:meth:`AuditCell.to_dict`, :func:`published_equilense`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -126,7 +127,7 @@ def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
     paths["cells_json"].write_text(
         json.dumps({"cells": rows, "notes": report.notes, "timings_s": report.timings}, indent=1)
     )
-    paths["mppd"].write_text(json.dumps(report.equilense.to_dict(), indent=1))
+    paths["mppd"].write_text(json.dumps(published_equilense(report.equilense), indent=1))
     return paths
 
 

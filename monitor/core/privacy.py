@@ -97,6 +97,16 @@ def published_count(n: int | float | None) -> int | str:
     return rounded_count(n) if reportable(n) else SMALL_CELL_LABEL  # type: ignore[arg-type]
 
 
+def published_size(n: int) -> int | str:
+    """:func:`published_count`, except that an empty count stays 0: it discloses no
+    patient, and ``<11`` would say some were there.
+
+    >>> published_size(0), published_size(2), published_size(59)
+    (0, '<11', 60)
+    """
+    return 0 if n == 0 else published_count(n)
+
+
 def published(n: int | float | None) -> bool:
     """Whether ``n`` can be a published (rounded) count of 11 or more records: the check an
     edge that receives released figures makes before showing them (11 and 12 round to 10).
@@ -165,6 +175,39 @@ def suppressed_groups(sizes: Mapping[K, int]) -> frozenset[K]:
     while shown and (sum(sizes[g] for g in hidden) < SMALL_CELL or len(hidden) < 2):
         hidden.add(shown.pop(0)[2])
     return frozenset(hidden)
+
+
+def family_withheld(sizes: Mapping[K, int | str]) -> frozenset[K]:
+    """:func:`suppressed_groups` of sizes some of which may already read ``<11`` (a stored
+    result withholds its small counts).
+
+    A size of SMALL_CELL_LABEL counts as 1 record, the fewest a withheld group can hold
+    that matters: underestimating the withheld sum only withholds more, never less.
+
+    >>> sorted(family_withheld({"a": "<11", "b": 86, "c": 646}))
+    ['a', 'b']
+    """
+    return suppressed_groups({g: 1 if n == SMALL_CELL_LABEL else int(n) for g, n in sizes.items()})
+
+
+def published_family(sizes: Mapping[K, int | str]) -> dict[K, int | str]:
+    """The sizes of one family of groups (an attribute's groups, a cohort's folds) as
+    they leave the service: the groups of :func:`family_withheld` show
+    SMALL_CELL_LABEL, the others their size rounded (:func:`rounded_count`), an empty
+    group 0. The family's total must be published rounded too (``published_count``):
+    an exact total minus rounded parts is still fuzzy, but an exact total minus exact
+    parts is the withheld group.
+
+    >>> published_family({"a": 4, "b": 86, "c": 646, "d": 3458})
+    {'a': '<11', 'b': '<11', 'c': 645, 'd': 3460}
+    >>> published_family({"x": 0, "y": 40, "z": 52})
+    {'x': 0, 'y': 40, 'z': 50}
+    """
+    hidden = family_withheld(sizes)
+    return {
+        g: SMALL_CELL_LABEL if g in hidden else rounded_count(n)  # type: ignore[arg-type]
+        for g, n in sizes.items()
+    }
 
 
 # ----------------------------------------------------------------------------- releases

@@ -8,7 +8,11 @@ an answer computed from fewer than 11 records shows ``<11`` in place of its figu
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from batch_axes.axis2 import Axis2Cell, published_axis2
+from batch_axes.axis3 import Axis3Result, published_axis3
+from batch_axes.equilense import EquiLenseResult, published_equilense
 from monitor.config import MonitorConfig
 from monitor.core.events import CellEvent
 from monitor.core.explain import Cutoffs, explain_event
@@ -17,11 +21,12 @@ from monitor.core.privacy import (
     EVENT_IDENTITY,
     SMALL_CELL_LABEL,
     published_cell,
+    published_count,
     reportable,
     withhold,
 )
 from monitor.store import Store, queries
-from monitor.stream.axis_payloads import axis_payload, axis_result
+from monitor.stream.axis_payloads import AxisResult, axis_result
 
 
 def event_explainer(config: MonitorConfig) -> Callable[[CellEvent], str]:
@@ -74,14 +79,26 @@ def stored_windows(
     return [published_cell(r, r.get("window_n"), keep) for r in rows]
 
 
+def published_axis(result: AxisResult) -> Any:
+    """What a scheduled axis's result shows outside the service: each axis's publication
+    function (the same ones the audit files use), never the stored ``to_dict``."""
+    if isinstance(result, Axis3Result):
+        return published_axis3(result)
+    if isinstance(result, EquiLenseResult):
+        return published_equilense(result)
+    return [published_axis2(c) for c in result if isinstance(c, Axis2Cell)]
+
+
 def stored_axes(
     store: Store, axis: str, model: str | None, limit: int, offset: int
 ) -> list[dict] | None:
     """Stored results of one scheduled axis, newest first; None for an unknown model.
 
     A result computed on a cohort of fewer than 11 records shows "<11" for its size and
-    no payload. (MPPD pair counts below 11 are already "<11" in the payload.) A payload
-    is served as its typed result's ``to_dict``, read back from the store's JSON.
+    no payload; a larger cohort's size is rounded to 5. A payload is read back from the
+    store's JSON as its typed result and served as :func:`published_axis` makes it
+    (group and fold sizes under secondary suppression, rounded counts, no exact small
+    count in a note).
     """
     cursor = store.cursor()
     try:
@@ -94,7 +111,8 @@ def stored_axes(
         if not reportable(row["cohort_n"]):
             row["cohort_n"], row["payload"] = SMALL_CELL_LABEL, None
         else:
-            row["payload"] = axis_payload(axis_result(axis, row["payload"]))
+            row["cohort_n"] = published_count(row["cohort_n"])
+            row["payload"] = published_axis(axis_result(axis, row["payload"]))
     return rows
 
 

@@ -26,7 +26,6 @@ from monitor.audit.interventions import (
     kamiran_calders_weights,
     refine_thresholds,
     search_thresholds,
-    small_cell,
     split_cohort,
     vfr_cells,
     vfr_objective,
@@ -267,7 +266,26 @@ def test_small_groups_are_never_reported(cli_out: Path) -> None:
         assert doc["split"][part]["groups"]["race"]["0"] == "<11"
     for row in doc["baselines"]:
         assert row["selection_rate"]["race"]["0"] == "<11"
-    assert small_cell(10) == "<11" and small_cell(11) == 11
+
+
+def test_split_summary_names_no_small_group_by_complement(cli_out: Path) -> None:
+    """Issue 21: in baselines.json a part's size minus its shown groups of an attribute
+    pins no group under 11 records (race code 0 holds 12 records over the three parts),
+    and the selection rates withhold the same groups as the sizes."""
+    from tests.support.complements import small_recovered
+
+    doc = json.loads((cli_out / "baselines.json").read_text())
+    recovered = {
+        (part, attr): small_recovered(doc["split"][part]["records"], sizes)
+        for part in ("train", "validation", "audit")
+        for attr, sizes in doc["split"][part]["groups"].items()
+    }
+    assert recovered == {k: {} for k in recovered}
+    audit = doc["split"]["audit"]["groups"]
+    for row in doc["baselines"]:
+        for attr, rates in row["selection_rate"].items():
+            withheld = {g for g, r in rates.items() if r == "<11"}
+            assert withheld == {g for g, n in audit[attr].items() if n == "<11"}, attr
 
 
 def test_same_command_twice_gives_identical_files(cohort_dir: Path, cli_out: Path) -> None:

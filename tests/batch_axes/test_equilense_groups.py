@@ -17,7 +17,9 @@ from tests.support.strategies import cohorts
 
 
 def _reference(g, y, d, groups, min_size):
-    """Straight from the definitions, one group at a time."""
+    """Straight from the definitions, one group at a time; a value only where each of its
+    rates rests on ``min_size`` records (records for DPD and EDDI, positives for EOD,
+    positives and negatives for EO)."""
 
     def rate(mask, num):
         return num[mask].mean() if mask.any() else np.nan
@@ -27,15 +29,15 @@ def _reference(g, y, d, groups, min_size):
     out = {"DPD": {}, "EOD": {}, "EO": {}, "EDDI": {}}
     for k, name in enumerate(groups):
         m = g == k
-        if m.sum() < min_size:
-            for v in out.values():
-                v[name] = None
-            continue
+        n, pos, neg = m.sum(), (m & (y == 1)).sum(), (m & (y == 0)).sum()
         tpr_g, fpr_g = rate(m & (y == 1), d), rate(m & (y == 0), d)
-        out["DPD"][name] = d[m].mean() - sr
-        out["EOD"][name] = tpr_g - tpr
-        out["EO"][name] = (abs(tpr_g - tpr) + abs(fpr_g - fpr)) / 2
-        out["EDDI"][name] = abs((d[m] != y[m]).mean() - er) / max(er, 1 - er)
+        big = n >= min_size
+        out["DPD"][name] = d[m].mean() - sr if big else None
+        out["EOD"][name] = tpr_g - tpr if pos >= min_size else None
+        out["EO"][name] = (
+            (abs(tpr_g - tpr) + abs(fpr_g - fpr)) / 2 if min(pos, neg) >= min_size else None
+        )
+        out["EDDI"][name] = abs((d[m] != y[m]).mean() - er) / max(er, 1 - er) if big else None
     return out
 
 
@@ -64,7 +66,8 @@ def test_group_metrics_equal_definitions(cohort):
 def test_dpd_and_eod_equal_fairlearn_to_overall(cohort):
     groups, g, y, d, s = cohort
     assume(all((g == k).sum() > SMALL_CELL for k in range(len(groups))))
-    assume(all(((g == k) & (y == 1)).any() for k in range(len(groups))))
+    # every group's TPR rests on at least 11 positives, or EquiLense withholds it
+    assume(all(((g == k) & (y == 1)).sum() >= SMALL_CELL for k in range(len(groups))))
     res = {
         r.metric: r
         for r in equilense_group_metrics("m", "a", CountTable.from_records(groups, g, y, d, s))
@@ -131,3 +134,72 @@ def test_equilense_result_round_trips_with_its_small_cells_withheld():
     assert race.reference.group("0").pairs == "<11" and race.reference.disparity is None
     none = run_equilense(frame, None, (), tables_from_frame(frame, cfg), cfg)
     assert EquiLenseResult.from_dict(none.to_dict()).mppd_note == none.mppd_note
+
+
+def test_rates_are_admitted_by_their_denominators():
+    """Issue 21: a group of 40 records with 5 positives gets a DPD and an EDDI (records)
+    but no EOD (TPR over 5 positives) and no EO (TPR and FPR); as Axis 1 does."""
+    g = np.array([0] * 40 + [1] * 60)
+    y = np.array([1] * 5 + [0] * 35 + [1] * 30 + [0] * 30)
+    d = (np.arange(100) % 2).astype(int)
+    table = CountTable.from_records(("a", "b"), g, y, d, np.full(100, 0.4))
+    res = {r.metric: r.by_group for r in equilense_group_metrics("m", "race", table)}
+    assert res["DPD"]["a"] is not None and res["EDDI"]["a"] is not None
+    assert res["EOD"]["a"] is None and res["EO"]["a"] is None
+    assert all(res[m]["b"] is not None for m in ("DPD", "EOD", "EO", "EDDI"))
+
+
+def test_published_group_metrics_withhold_a_second_group_and_round():
+    """The published form: the group of 4 and the smallest shown group withheld, sizes
+    rounded to 5, values to 2 decimals, summaries over the shown groups only."""
+    from batch_axes.equilense_groups import published_group_metrics
+    from tests.support.complements import dpd_recovered, small_recovered
+
+    sizes = {"a": 4, "b": 86, "c": 646, "d": 3458}
+    codes = tuple(sizes)
+    g = np.repeat(np.arange(4), list(sizes.values()))
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, g.size)
+    d = (rng.uniform(size=g.size) < 0.3 + 0.1 * g).astype(int)
+    table = CountTable.from_records(codes, g, y, d, np.full(g.size, 0.4))
+    (dpd,) = [r for r in equilense_group_metrics("m", "race", table) if r.metric == "DPD"]
+    out = published_group_metrics(dpd)
+    assert out["group_n"] == {"a": "<11", "b": "<11", "c": 645, "d": 3460}
+    assert out["by_group"]["a"] is None and out["by_group"]["b"] is None
+    assert out["by_group"]["c"] == round(dpd.by_group["c"], 2)
+    assert out["max_abs"] == round(max(abs(dpd.by_group[k]) for k in "cd"), 2)
+    total = 4195  # the cohort as published (rounded)
+    assert small_recovered(total, out["group_n"]) == {}
+    assert dpd_recovered(total, out["group_n"], out["by_group"]) == {}
+
+
+def test_published_mppd_withholds_the_secondary_group_and_rounds_pairs():
+    """With dense matching a group's pair count is about its records times the reference
+    group's: the group the group metrics withhold by secondary suppression is withheld
+    from MPPD too, and the pair counts left are rounded."""
+    from batch_axes.equilense import published_equilense
+    from batch_axes.runner import run_equilense
+    from monitor.config import config_from_mapping
+    from monitor.core.tables import tables_from_frame
+
+    cfg = config_from_mapping({"equilense": {"features": ["x"], "threshold": 1.5, "min_pairs": 1}})
+    rng = np.random.default_rng(2)
+    race = ["0"] * 4 + ["1"] * 23 + ["3"] * 203
+    n = len(race)
+    frame = pd.DataFrame({
+        "model_id": "m", "score": rng.uniform(size=n), "label": rng.integers(0, 2, n),
+        "decision": rng.integers(0, 2, n), "race": race, "sex": (["0", "1"] * n)[:n],
+        "ethnicity": "1", "age_group": "2",
+    })  # fmt: skip
+    out = run_equilense(frame, rng.uniform(size=(n, 1)), ("x",), tables_from_frame(frame, cfg), cfg)
+    stored = out.models["m"].mppd["race"]
+    assert isinstance(stored.reference.group("1").pairs, int)  # stored exact: 23 x reference
+    pub = json.loads(json.dumps(published_equilense(out)))
+    race_pub = pub["models"]["m"]["mppd"]["race"]
+    by_group = {g["group"]: g for g in race_pub["reference"]["groups"]}
+    assert by_group["1"]["pairs"] == "<11" and by_group["1"]["mean"] is None
+    assert by_group["0"]["pairs"] == "<11"
+    ints = [g["pairs"] for g in by_group.values() if isinstance(g["pairs"], int)]
+    ints += [p for row in race_pub["pairwise"]["pairs"] for p in row if isinstance(p, int)]
+    assert ints and all(p % 5 == 0 for p in ints)
+    assert pub["models"]["m"]["records"] == 230

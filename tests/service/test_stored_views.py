@@ -1,0 +1,102 @@
+"""/api/axes under the complement attacks of issue 21, on a real service.
+
+One service run (module fixture): the 61-record cohort of five hospitals (folds of 31,
+15, 8, 4 and 1 records, 2 records without a hospital id, a race group of 4) fed through
+the pipeline, the Axis 3 and EquiLense jobs run, the answers fetched over HTTP from the
+real server. The reader then does the arithmetic of tests/support/complements.py:
+totals minus shown parts, and the n-weighted DPD identity.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from batch_axes.axis3 import Axis3Result
+from consumers.base import Origin
+from monitor.config import config_from_mapping
+from monitor.service.app import MonitorService
+from monitor.store import queries
+from tests.support.complements import (
+    dpd_recovered,
+    exact_counts_in,
+    five_hospital_cohort,
+    small_recovered,
+)
+from tests.support.servers import get_json
+
+CFG = config_from_mapping(
+    {
+        "axis1": {"K": 50},
+        "equilense": {"features": []},
+        "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    path = tmp_path_factory.mktemp("complements") / "s.duckdb"
+    s = MonitorService(CFG, db_path=str(path), http_port=0, start_scheduler=False)
+    s.start()
+    try:
+        df = five_hospital_cohort().drop(columns=["decision"])
+        df["event_time"] = "2026-11-01T00:00:00Z"
+        # a record without a hospital id has no hospital_id key
+        rows = [{k: v for k, v in r.items() if pd.notna(v)} for r in df.to_dict("records")]
+        payloads = [json.dumps(r).encode() for r in rows]
+        s.pipeline.ingest_batch(payloads, [Origin("t", 0, i) for i in range(len(payloads))])
+        s.pipeline.flush()
+        for job in ("axis3", "equilense"):
+            assert s.scheduler.run_now_blocking(job).state == "success"
+        yield s
+    finally:
+        s.close()
+
+
+def _latest(service, axis: str) -> dict:
+    rows = get_json(f"{service.api.url}/api/axes?axis={axis}&model=m&limit=1")
+    assert len(rows) == 1
+    return rows[0]
+
+
+def test_axis3_folds_and_exclusions_name_no_small_count(service):
+    row = _latest(service, "axis3")
+    p = row["payload"]
+    folds = dict(enumerate(p["fold_sizes"]))
+    assert len(folds) == 5  # the five hospitals, one fold each
+    parts = {"with": p["n_records"], "without": p["n_excluded_missing_hospital"]}
+    recovered = {
+        # the folds' total minus the shown folds
+        "folds": small_recovered(p["n_records"], folds),
+        # the cohort minus the records with a hospital
+        "excluded": small_recovered(row["cohort_n"], parts),
+        "note": exact_counts_in(p["note"]),
+    }
+    assert recovered == {"folds": {}, "excluded": {}, "note": []}
+    # kappa is computed from verdicts: published exact, as stored
+    cursor = service.store.cursor()
+    try:
+        stored = queries.axis_history(cursor, "axis3", "m", 1, 0)[0]["payload"]
+    finally:
+        cursor.close()
+    kept = Axis3Result.from_dict(stored)
+    assert [m["kappa"] for m in p["metrics"]] == [m.kappa for m in kept.metrics]
+
+
+def test_equilense_groups_defeat_complements_and_the_dpd_identity(service):
+    row = _latest(service, "equilense")
+    gm = row["payload"]["group_metrics"]
+    assert {r["attribute"] for r in gm} == {"race", "sex", "ethnicity", "age_group"}
+    dpd = [r for r in gm if r["metric"] == "DPD"]
+    recovered = {
+        "sizes": {r["attribute"]: small_recovered(row["cohort_n"], r["group_n"]) for r in gm},
+        "dpd": {r["attribute"]: dpd_recovered(row["cohort_n"], r["group_n"], r["by_group"])
+                for r in dpd},
+    }  # fmt: skip
+    assert recovered == {
+        "sizes": {a: {} for a in recovered["sizes"]},
+        "dpd": {a: {} for a in recovered["dpd"]},
+    }
