@@ -585,8 +585,11 @@ def _jobs(c: duckdb.DuckDBPyConnection, since: datetime | None) -> list[JobSumma
 
 
 def event_context(points: list[CellPoint], event: EventRow) -> CellPoint | None:
-    """The cell at the event's evaluation, from its history (its rule and small-cell state)."""
-    return next((p for p in points if p.evaluation == event.evaluation), None)
+    """The cell as published at the event's evaluation (its rule and small-cell state): its
+    release at or before that evaluation (the history holds releases only:
+    monitor.stream.publication)."""
+    before = [p for p in points if p.evaluation <= event.evaluation]
+    return max(before, key=lambda p: p.evaluation) if before else None
 
 
 def _downsample(points: list[CellPoint], keep: set[int]) -> list[CellPoint]:

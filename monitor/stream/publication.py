@@ -192,6 +192,11 @@ class ModelPublication:
         """The attributes whose cells this evaluation releases (their release point moves
         here) and the release points after it (for :meth:`publish`); also releases the
         groups and the window size (:attr:`model`)."""
+        if not reportable(counts.records):
+            # a window under the small-cell rule publishes its cells' identity only: shown,
+            # but not a release point (there is no figure to difference against)
+            self._release_groups(counts)
+            return frozenset(counts.groups), dict(self.attribute_bases)
         released = set()
         for attr, g in counts.groups.items():
             base = self.attribute_bases.get(attr)

@@ -82,6 +82,12 @@ def _run(path, payloads, *, batch: int, tick_every: int, restarts: set[int]) -> 
     return store
 
 
+def _computed(store: Store) -> pd.DataFrame:
+    wr = stored_results(store)
+    wr["result"] = [{k: v for k, v in r.items() if k != "released"} for r in wr["result"]]
+    return wr
+
+
 def test_restarts_and_wall_clock_hops_do_not_change_numbered_results_or_events(tmp_path):
     payloads = _payloads(1500)
     plain = _run(tmp_path / "a.duckdb", payloads, batch=70, tick_every=3, restarts=set())
@@ -91,7 +97,12 @@ def test_restarts_and_wall_clock_hops_do_not_change_numbered_results_or_events(t
     # the debounce saw enough flips for the comparison to mean something
     assert len(_confirmed(plain)) >= 2
     assert _confirmed(again) == _confirmed(plain)
-    pd.testing.assert_frame_equal(stored_results(plain), stored_results(again))
+    # the computed results are the same; which of them were *released* is not compared:
+    # a wall-clock hop is a release point (monitor.stream.publication), so what was shown
+    # depends on when the hops fell, as the cadence of any published figure does (the
+    # release rule holds either way: tests/stream/test_publication.py). Without wall-clock
+    # hops, a restart releases exactly as an uninterrupted run (tests/stream/test_pipeline.py).
+    pd.testing.assert_frame_equal(_computed(plain), _computed(again))
     wr = stored_results(again)
     # numbered evaluations are exactly the count hops, each stream position once
     assert sorted(wr["window_end_count"].unique()) == list(range(100, 1501, 100))

@@ -62,14 +62,20 @@ def test_tiers_are_pending_until_the_slow_axes_ran_then_real(service):
         outcome = service.scheduler.run_now_blocking(job)
         assert outcome.state == "success", outcome
     _feed(service, 1000, seed=2, start=2000)
-    cells = json.loads(_get(service.api.url + "/api/cells")[1])
-    tiers = {c["tier"] for c in cells}
+    computed = service.latest_cells()
+    tiers = {c.tier.tier.value for c in computed}
     assert "Pending" not in tiers and tiers <= {
         "Practical-Stability", "Caution-Required", "High-Variance", "Catastrophic-Instability"
     }  # fmt: skip
-    assert all(c["kappa"] is not None for c in cells)  # the synthetic cohort has hospitals
+    assert all(c.kappa is not None for c in computed)  # the synthetic cohort has hospitals
+    # the API shows each cell's release: evaluation 3 where its attribute's groups moved by
+    # 0 or 11+ records (sex and ethnicity here: two large groups each), else evaluation 2
+    cells = json.loads(_get(service.api.url + "/api/cells")[1])
+    shown = {c["attribute"] for c in cells if c["evaluation"] == 3}
+    assert {"sex", "ethnicity"} <= shown
+    assert all(c["tier"] != "Pending" for c in cells if c["evaluation"] == 3)
     # the API's window history of one cell: newest first, with seeds
-    status, body = _get(service.api.url + "/api/windows?model=model-00&metric=DI&attribute=race")
+    status, body = _get(service.api.url + "/api/windows?model=model-00&metric=DI&attribute=sex")
     history = json.loads(body)
     assert status == 200 and [h["evaluation"] for h in history] == [3, 2, 1]
     # every tier change that left Pending is explained in a sentence naming the axes
