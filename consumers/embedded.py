@@ -42,6 +42,7 @@ import pandas as pd
 
 from consumers.base import LagReport, Origin, Sink, SinkRetriesExhaustedError
 from consumers.encoding import encode_record
+from monitor.config.errors import ConfigError, MissingInputError, UsageError
 from monitor.config.sources import EmbeddedConfig
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,12 @@ class EmbeddedSourceStats:
 
 
 class EmbeddedSource:
-    """Feed ``sink`` from in-process records, optionally at a fixed rate (records/s).
+    """Feed ``sink`` from in-process records, optionally at a fixed rate (records/s; None
+    or 0: as fast as it goes, as ``--rate 0`` means on every command).
+
+    A mistake in the arguments (a negative rate, a file that is not there) raises the
+    project's own error types (:mod:`monitor.config.errors`), so the command line shows
+    their message; a builtin exception's message would be withheld there.
 
     ``run`` may be called repeatedly: each call continues where the last stopped, and a
     batch interrupted by ``stop`` during a retry backoff is handed over again next time.
@@ -81,10 +87,15 @@ class EmbeddedSource:
         sink_max_retries: int = 3,
         sink_retry_backoff_ms: int = 200,
     ) -> None:
-        if rate is not None and not (rate > 0 and math.isfinite(rate)):
-            raise ValueError(f"rate must be a positive number of records per second, got {rate}")
+        if rate is not None and not (rate >= 0 and math.isfinite(rate)):
+            raise ConfigError(
+                "embedded.rate", f"records per second must be >= 0 (0: unpaced), got {rate}"
+            )
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise ConfigError("embedded.batch_size", f"must be >= 1, got {batch_size}")
+        if isinstance(records, str | Path):
+            _check_file(Path(records))  # now, not at the first batch: before anything starts
+        rate = rate or None
         self._sink = sink
         self._rate = rate
         # Rate-limited: about _BATCHES_PER_SECOND batches a second rather than one burst of
@@ -109,7 +120,7 @@ class EmbeddedSource:
         """A source for ``records``, or for ``cfg.path`` when no records are given."""
         source = records if records is not None else cfg.path
         if source is None:
-            raise ValueError("embedded source: no records given and embedded.path is not set")
+            raise ConfigError("embedded.path", "no records given and no file to replay")
         return cls(
             source,
             sink,
@@ -214,10 +225,23 @@ def _payloads(records: Records, chunk: int) -> Iterator[bytes | None]:
                 yield encode_record(rec)
 
 
-def _file_payloads(path: Path, chunk: int) -> Iterator[bytes | None]:
-    suffix = path.suffix.lower()
+#: File types the embedded source replays (by suffix, lower case).
+FILE_TYPES = (".csv", ".parquet", ".pq", ".jsonl", ".ndjson")
+
+
+def _check_file(path: Path) -> None:
+    """A replay file the user named must exist and be of a type this source reads."""
     if not path.is_file():
-        raise FileNotFoundError(f"embedded source: no such file: {path}")
+        raise MissingInputError("embedded.path", f"no such file: {path}")
+    if path.suffix.lower() not in FILE_TYPES:
+        raise UsageError(
+            "embedded.path", f"unsupported file type {path.suffix!r}; use .csv, .parquet or .jsonl"
+        )
+
+
+def _file_payloads(path: Path, chunk: int) -> Iterator[bytes | None]:
+    _check_file(path)
+    suffix = path.suffix.lower()
     if suffix == ".csv":
         reader = pd.read_csv(
             path, dtype=str, keep_default_na=False, na_values=[""], chunksize=chunk
@@ -237,8 +261,8 @@ def _file_payloads(path: Path, chunk: int) -> Iterator[bytes | None]:
                 line = line.rstrip(b"\r\n")
                 if line.strip():
                     yield line
-    else:
-        raise ValueError(f"embedded source: unsupported file type {suffix!r} ({path})")
+    else:  # pragma: no cover (_check_file refused it)
+        raise UsageError("embedded.path", f"unsupported file type {suffix!r}")
 
 
 def _type_csv(frame: pd.DataFrame) -> pd.DataFrame:

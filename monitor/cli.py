@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from monitor import __version__
 from monitor.config import ConfigError, StartupError, load_config
+from monitor.config.errors import MissingInputError, UsageError, UserError
 
 #: Kept in sync with monitor.data.scorer.SCENARIOS by a test (importing it here would load
 #: xgboost and scipy for every command).
@@ -170,12 +172,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     config, kafka_cfg = _service_config(args)
     emb = config.embedded
-    if args.input:
-        emb = embedded_config({**emb.model_dump(exclude_unset=True), "path": args.input})
-    if args.rate is not None:
-        emb = emb.model_copy(update={"rate": args.rate})
+    flags = {"path": args.input} if args.input else {}
+    if args.rate is not None:  # 0: as fast as it goes, as for `demo` and `produce`
+        flags["rate"] = args.rate
+    if flags:  # validated like the file's [embedded] table (a model_copy would not be)
+        emb = embedded_config({**emb.model_dump(exclude_unset=True), **flags})
     if kafka_cfg is None and emb.path is None:
         raise ConfigError("embedded.path", "no source: configure [kafka] or give --input FILE")
+    if kafka_cfg is None and emb.path is not None and not emb.path.is_file():
+        what = "--input" if args.input else "embedded.path"
+        raise MissingInputError(what, f"no such file: {emb.path}")  # before anything starts
     fleet = kafka_cfg is not None and kafka_cfg.results_topic is not None
     service = MonitorService(
         config,
@@ -221,7 +227,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             service, source, stop, max_messages=args.max_messages, until_idle_s=args.until_idle
         )
         source.close()
-        print(f"vfr-monitor: stopped after {n} messages", flush=True)
+        print(f"vfr-monitor: stopped after {n} messages: {service.tally.summary()}", flush=True)
     finally:
         service.close()  # stops the outbox relay after the last evaluations are written
     return 0
@@ -318,30 +324,96 @@ def _cmd_synth(args: argparse.Namespace) -> int:
 
 
 def _cmd_produce(args: argparse.Namespace) -> int:
-    from monitor.data.scorer import iter_records, synthetic_stream
+    from monitor.data.scorer import SYNTH_FEATURES, iter_records, synthetic_stream
 
     scenario = None if args.scenario == "none" else args.scenario
+    if args.bootstrap is None and args.out is None:
+        raise ConfigError("--out", "without --bootstrap, give --out FILE for the stream")
+    config_out = _run_config_path(args)
     try:
         stream = synthetic_stream(args.records, args.seed, scenario)
     except ValueError as exc:
         raise ConfigError("--scenario", str(exc)) from None
+    try:  # before the stream goes out: a stream without its settings stores nothing
+        config_out.write_text(_run_config(stream, SYNTH_FEATURES), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError("--config-out", f"cannot write {config_out}: {exc.strerror}") from None
     for m in stream.models:
         print(f"vfr-monitor produce: {m.model_id} held-out AUROC {m.auroc:.3f}", file=sys.stderr)
     if args.bootstrap is None:
-        if args.out is None:
-            raise ConfigError("--out", "without --bootstrap, give --out FILE for the stream")
         _write_frame(stream.frame, args.out)
-        print(
-            f"vfr-monitor produce: {len(stream.frame):,} scored records -> {args.out} "
-            f"(replay: vfr-monitor run --input {args.out})"
-        )
-        return 0
-    from consumers.kafka_tools import ensure_topic, produce_records
+        where = f"{args.out}"
+        run = f"vfr-monitor run --input {args.out} --config {config_out}"
+    else:
+        from consumers.kafka_tools import ensure_topic, produce_records
 
-    ensure_topic(args.bootstrap, args.topic)
-    n = produce_records(args.bootstrap, args.topic, _paced(iter_records(stream.frame), args.rate))
-    print(f"vfr-monitor produce: {n:,} scored records -> {args.bootstrap} topic {args.topic}")
+        ensure_topic(args.bootstrap, args.topic)
+        records = _paced(iter_records(stream.frame), args.rate)
+        produce_records(args.bootstrap, args.topic, records)  # raises unless all delivered
+        where = f"{args.bootstrap} topic {args.topic}"
+        run = (
+            f"VFR_KAFKA_BOOTSTRAP={args.bootstrap} VFR_KAFKA_TOPIC={args.topic} "
+            f"vfr-monitor run --config {config_out}"
+        )
+    print(f"vfr-monitor produce: {len(stream.frame):,} scored records -> {where}")
+    print(f"vfr-monitor produce: the settings `run` needs for them -> {config_out}")
+    print(f"vfr-monitor produce: consume with: {run}")
     return 0
+
+
+#: First line of the config `produce` writes: a file without it is never overwritten.
+RUN_CONFIG_HEADER = "# Written by `vfr-monitor produce`"
+
+
+def _run_config_path(args: argparse.Namespace) -> Any:
+    """Where ``produce`` writes the settings ``run`` needs: ``--config-out``, else the
+    stream file's name with ``.toml``, else ``<topic>.toml``. Checked before the models are
+    trained: a file ``produce`` did not write is not overwritten."""
+    from pathlib import Path
+
+    if args.config_out:
+        path = Path(args.config_out)
+    elif args.bootstrap is None:
+        path = Path(args.out).with_suffix(".toml")
+    else:
+        path = Path(f"{args.topic}.toml")
+    if path.exists() and not path.read_text(encoding="utf-8").startswith(RUN_CONFIG_HEADER):
+        raise UsageError("--config-out", f"{path} exists and was not written by produce")
+    return path
+
+
+def _run_config(stream: Any, features: Sequence[str]) -> str:
+    """The settings that make a default ``vfr-monitor run`` store the produced stream.
+
+    Without them the run stores nothing (issue 22, finding 6): the model registry is empty
+    by default, so every record is ``unknown_model``, and the stream's 2026 calendar runs
+    past the wall clock, so its last weeks are ``out_of_range:event_time``. These are the
+    settings the demo applies to itself (monitor.demo.demo_config).
+    """
+    import math
+
+    import pandas as pd
+    import tomli_w
+
+    oldest = stream.frame["event_time"].min()
+    age_days = (pd.Timestamp.now(tz="UTC") - oldest).total_seconds() / 86_400
+    body = {
+        "service": {
+            "event_time_bounds": "none",
+            "retention_discharge_days": max(400, math.ceil(age_days) + 365),
+        },
+        "equilense": {"features": list(features)},
+        "models": [{"id": m.model_id} for m in stream.models],
+    }
+    return (
+        f"{RUN_CONFIG_HEADER} for the stream it produced: what `vfr-monitor run` needs to\n"
+        "# store it (merge it into your own config, or pass it as it is with --config).\n"
+        "# [service] event_time_bounds: the event times are the synthetic 2026 calendar, not\n"
+        "#   the wall clock; retention_discharge_days: retention deletes by wall-clock age, so\n"
+        "#   this keeps the oldest event for a year from when this file was written.\n"
+        "# [[models]]: the model registry; records of other model ids are dead-lettered.\n"
+        + tomli_w.dumps(body)
+    )
 
 
 def _paced(records: Any, rate: float | None) -> Any:
@@ -359,6 +431,37 @@ def _paced(records: Any, rate: float | None) -> Any:
         yield rec
 
 
+def _number(
+    kind: Callable[[str], float], ok: Callable[[float], bool], wanted: str
+) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` of the text, refused unless ``ok``; argparse turns the
+    refusal into a usage error (exit status 2) naming the flag, before anything runs."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}")
+        return value
+
+    parse.__name__ = wanted  # argparse names the type in some messages
+    return parse
+
+
+#: Counts (records, messages, seeds): whole numbers >= 0.
+COUNT = _number(int, lambda v: v >= 0, "a whole number >= 0")
+#: Sizes that must be at least one (models, windows, repeats, events).
+SIZE = _number(int, lambda v: v >= 1, "a whole number >= 1")
+#: Rates and durations where 0 means "unpaced" or "now".
+NONNEG = _number(float, lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
+#: Durations and intervals that must be positive.
+POSITIVE = _number(float, lambda v: math.isfinite(v) and v > 0, "a number > 0")
+#: HTTP ports (0: any free port).
+PORT = _number(int, lambda v: 0 <= v <= 65535, "a port number 0-65535")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vfr-monitor", description=__doc__)
     p.add_argument("--version", action="version", version=f"vfr-monitor {__version__}")
@@ -366,25 +469,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmarks: fast path and baseline timed in the same run")
     b.add_argument("what", choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak"])
-    b.add_argument("--minutes", type=float, default=10.0, help="soak: duration")
-    b.add_argument("--rate", type=float, default=5_000.0, help="soak: events per second")
+    b.add_argument("--minutes", type=POSITIVE, default=10.0, help="soak: duration")
+    b.add_argument("--rate", type=POSITIVE, default=5_000.0, help="soak: events per second")
     b.add_argument(
         "--config", default=None, help="TOML config (defaults: docs/method.md section 9)"
     )
-    b.add_argument("--models", type=int, default=12)
-    b.add_argument("--window", type=int, default=10_000)
-    b.add_argument("--repeats", type=int, default=5)
-    b.add_argument("--oracle-models", type=int, default=1, help="models the oracle runs on")
+    b.add_argument("--models", type=SIZE, default=12)
+    b.add_argument("--window", type=SIZE, default=10_000)
+    b.add_argument("--repeats", type=SIZE, default=5)
+    b.add_argument("--oracle-models", type=COUNT, default=1, help="models the oracle runs on")
     b.add_argument("--sweep", action="store_true", help="fast_s for windows 1e3..1e6")
     b.add_argument(
-        "--records", type=int, default=None,
+        "--records", type=SIZE, default=None,
         help="axes: cohort size (1,000,000); alerts: demo discharges (100,000)",
     )  # fmt: skip
-    b.add_argument("--n", type=int, default=20_000, help="mppd: records for fast vs oracle")
-    b.add_argument("--n-large", type=int, default=50_000, help="mppd: records, fast only")
-    b.add_argument("--events", type=int, default=1_000_000, help="ingest: events")
+    b.add_argument("--n", type=SIZE, default=20_000, help="mppd: records for fast vs oracle")
+    b.add_argument("--n-large", type=SIZE, default=50_000, help="mppd: records, fast only")
+    b.add_argument("--events", type=SIZE, default=1_000_000, help="ingest: events")
     b.add_argument(
-        "--max-batch", type=int, default=5_000,
+        "--max-batch", type=SIZE, default=5_000,
         help="ingest: records per poll, for the raw consumer and the pipeline alike",
     )  # fmt: skip
     b.add_argument("--bootstrap", default=None, help="ingest, soak: broker (default: start one)")
@@ -418,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     iv.add_argument("--out", required=True, help="output directory")
     iv.add_argument("--config", default=None, help="TOML config ([input], [interventions])")
     iv.add_argument("--model", choices=["xgb", "logreg"], default="xgb")
-    iv.add_argument("--seed", type=int, default=0, help="split and model seed")
+    iv.add_argument("--seed", type=COUNT, default=0, help="split and model seed")
     iv.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     iv.set_defaults(func=_cmd_intervene)
 
@@ -440,19 +543,22 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="the monitor service (Kafka, or an embedded replay)")
     r.add_argument("--config", default=None)
     r.add_argument("--db", default=None, help="DuckDB file (default: [service] db_path)")
-    r.add_argument("--port", type=int, default=None, help="HTTP port (0: any free port)")
+    r.add_argument("--port", type=PORT, default=None, help="HTTP port (0: any free port)")
     r.add_argument("--input", default=None, help="embedded replay file (csv, parquet, jsonl)")
-    r.add_argument("--rate", type=float, default=None, help="embedded replay records/s")
-    r.add_argument("--max-messages", type=int, default=None)
-    r.add_argument("--until-idle", type=float, default=None, help="stop after S idle seconds")
+    r.add_argument(
+        "--rate", type=NONNEG, default=None,
+        help="embedded replay records/s (0: as fast as it goes)",
+    )  # fmt: skip
+    r.add_argument("--max-messages", type=SIZE, default=None)
+    r.add_argument("--until-idle", type=NONNEG, default=None, help="stop after S idle seconds")
     r.add_argument("--no-scheduler", action="store_true", help="do not run the slow axes")
     r.set_defaults(func=_cmd_run)
 
     v = sub.add_parser("view", help="one view of a fleet's results (reads the results topic)")
     v.add_argument("--config", default=None, help="TOML with [kafka] and results_topic")
     v.add_argument("--db", required=True, help="the view's own DuckDB file")
-    v.add_argument("--port", type=int, default=None, help="HTTP port (0: any free port)")
-    v.add_argument("--until-idle", type=float, default=None,
+    v.add_argument("--port", type=PORT, default=None, help="HTTP port (0: any free port)")
+    v.add_argument("--until-idle", type=NONNEG, default=None,
                    help="stop S seconds after catching up with nothing new")  # fmt: skip
     v.set_defaults(func=_cmd_view)
 
@@ -463,20 +569,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--dataset", choices=["synthetic", "diabetes130", "texas100x"], default="synthetic"
     )
     d.add_argument("--data", default=None, help="texas100x: path of your Texas-100X file")
-    d.add_argument("--records", type=int, default=100_000, help="synthetic: discharges drawn")
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--records", type=SIZE, default=100_000, help="synthetic: discharges drawn")
+    d.add_argument("--seed", type=COUNT, default=0)
     d.add_argument(
         "--scenario", default=DEFAULT_SCENARIO, choices=[*SCENARIO_NAMES, "none"], help=scen_help
     )
     d.add_argument(
         "--rate",
-        type=float,
+        type=NONNEG,
         default=3000.0,
         help="messages/s into the pipeline (0: as fast as it goes)",
     )
-    d.add_argument("--axes-interval", type=float, default=6.0, help="slow-axes cadence, s")
+    d.add_argument("--axes-interval", type=POSITIVE, default=6.0, help="slow-axes cadence, s")
     d.add_argument("--out-dir", default="demo-output", help="where the DuckDB file goes")
-    d.add_argument("--port", type=int, default=0, help="HTTP port on 127.0.0.1 (0: any free)")
+    d.add_argument("--port", type=PORT, default=0, help="HTTP port on 127.0.0.1 (0: any free)")
     d.add_argument("--follow", action="store_true", help="keep serving after the replay")
     d.add_argument(
         "--view",
@@ -487,20 +593,25 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_demo)
 
     s = sub.add_parser("synth", help="write a seeded synthetic discharge cohort (unscored)")
-    s.add_argument("--records", type=int, required=True)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--records", type=COUNT, required=True)
+    s.add_argument("--seed", type=COUNT, default=0)
     s.add_argument("--out", required=True, help=".parquet, .csv or .jsonl")
     s.add_argument("--scenario", default="none", help="data scenario or 'none'")
     s.set_defaults(func=_cmd_synth)
 
     pr = sub.add_parser("produce", help="train XGBoost, score a synthetic stream, publish it")
     pr.add_argument("--scenario", default="none", help=scen_help)
-    pr.add_argument("--rate", type=float, default=0.0, help="records/s (0: as fast as it goes)")
-    pr.add_argument("--records", type=int, default=100_000, help="discharges drawn")
-    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--rate", type=NONNEG, default=0.0, help="records/s (0: as fast as it goes)")
+    pr.add_argument("--records", type=SIZE, default=100_000, help="discharges drawn")
+    pr.add_argument("--seed", type=COUNT, default=0)
     pr.add_argument("--bootstrap", default=None, help="Kafka HOST:PORT (else --out FILE)")
     pr.add_argument("--topic", default="scored-discharges")
     pr.add_argument("--out", default=None, help="without Kafka: .jsonl, .parquet or .csv")
+    pr.add_argument(
+        "--config-out", default=None,
+        help="where the settings `run` needs go (default: the --out name with .toml, or "
+        "<topic>.toml)",
+    )  # fmt: skip
     pr.set_defaults(func=_cmd_produce)
     return p
 
@@ -514,6 +625,10 @@ def error_line(exc: BaseException) -> str:
     """What the CLI prints for an error: its type, and its message only when the message
     is ours. Never the chained cause: a DuckDB, Arrow or pandas message may quote the
     values of a record (patient data), and a traceback would print it too.
+
+    "Ours" is judged by the exception's type, so a builtin exception is withheld even when
+    the project raised it: a user's mistake must be raised as a
+    :class:`~monitor.config.errors.UserError` (which :func:`main` prints before this runs).
 
     >>> error_line(ValueError("bad value 'MRN 123'"))
     'ValueError (details withheld: they may quote record values)'
@@ -534,6 +649,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StartupError as exc:
         print(f"vfr-monitor: cannot start: {exc}", file=sys.stderr)
         return 3
+    except UserError as exc:  # the project's own message for a mistake the user can fix
+        print(f"vfr-monitor: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except Exception as exc:

@@ -166,7 +166,7 @@ def test_source_settings_are_typed_and_validated_at_load():
          "kafka.sasl_mechanism", "required"),
         ({"kafka": {"bootstrap_servers": "b:1"}}, {"VFR_KAFKA_MAX_BATCH": "many"},
          "kafka.max_batch", "VFR_KAFKA_MAX_BATCH"),
-        ({"embedded": {"rate": 0}}, {}, "embedded.rate", "greater than"),
+        ({"embedded": {"rate": -1}}, {}, "embedded.rate", "greater than or equal"),
         ({"axis1": {"K": 0}}, {}, "axis1.K", "greater than"),
     ],
 )  # fmt: skip

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from monitor.config.errors import ConfigError, config_error
+from monitor.config.errors import ConfigError, UserError, config_error
 from monitor.config.sources import (
     SECRET_FIELDS,
     EmbeddedConfig,
@@ -102,7 +102,7 @@ SMALL_CELL_RECORDS = 11
 MIN_GROUP_SUPPORT = 20
 
 
-class StartupError(RuntimeError):
+class StartupError(UserError, RuntimeError):
     """A condition that stops the service from starting (not a configuration field), with a
     message safe to print: it names files, never record values."""
 
@@ -333,11 +333,12 @@ class ServiceConfig(_Strict):
     web_config: Path | None = None
     #: false: every /api route answers 404 (/metrics, /healthz and /readyz stay)
     api_enabled: bool = True
-    #: connections + running requests the HTTP server takes; beyond it, 503
+    #: open connections (or running requests) beyond which a data route answers 503;
+    #: /healthz and /readyz are not counted against it
     http_max_connections: int = Field(64, ge=1, le=10_000)
     #: idle seconds a kept-alive connection may wait for its next request
     http_keep_alive_s: float = Field(5.0, ge=1, le=300)
-    #: a request's line and headers must arrive within this many seconds
+    #: a request (line and headers; a body is refused) must arrive within this many seconds
     http_header_timeout_s: float = Field(10.0, gt=0, le=300)
     #: audit cohort of the scheduled axes: each model's records of the last cohort_days
     cohort_days: float = Field(90.0, gt=0)

@@ -1,8 +1,16 @@
-"""One translation of a pydantic validation error into a message that names the field.
+"""The project's own error types for a user's mistakes, and one translation of a pydantic
+validation error into a message that names the field.
 
 Every part of the configuration (the monitor's sections, ``[kafka]``, ``[embedded]``)
 goes through :func:`config_error`, so a bad field is named the same way wherever it is:
 ``invalid configuration: field 'kafka.max_batch': ...``.
+
+Why a base :class:`UserError` in the lowest layer: the command line prints the message of
+an exception only when the project wrote it for a user (it names a flag, a field, a file,
+a column or a row position, never a record's values); the message of a builtin exception
+is withheld, because a DuckDB, Arrow or pandas message may quote patient data. So a
+mistake the user can fix (a flag out of range, a missing input file) must be raised as a
+``UserError`` subclass, or the user sees only ``ValueError (details withheld ...)``.
 """
 
 from __future__ import annotations
@@ -17,7 +25,27 @@ from pydantic import ValidationError
 _FIELD_FIRST = re.compile(r"^([A-Za-z_][\w.]*): (.*)$", re.S)
 
 
-class ConfigError(ValueError):
+class UserError(Exception):
+    """A mistake of the user's (a flag, a setting, an input file) with a message written by
+    the project that names what to fix and never quotes a record's values; the CLI prints
+    it as it is (exit status 2)."""
+
+
+class UsageError(UserError, ValueError):
+    """A command-line argument or an input the user named is unusable: ``what`` is the flag
+    or the input (``--rate``, ``embedded.path``, a file name), ``message`` what is wrong."""
+
+    def __init__(self, what: str, message: str):
+        self.what = what
+        super().__init__(f"{what}: {message}")
+
+
+class MissingInputError(UsageError, FileNotFoundError):
+    """An input file the user named does not exist (also a FileNotFoundError, so callers
+    that handle missing files keep doing so)."""
+
+
+class ConfigError(UserError, ValueError):
     """A configuration problem, with the dotted path of the offending field."""
 
     def __init__(self, field: str, message: str):

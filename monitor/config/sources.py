@@ -23,7 +23,7 @@ Example (TOML)::
 
     [embedded]
     path = "scored.parquet"
-    rate = 200.0          # records per second; omit for as fast as possible
+    rate = 200.0          # records per second; omit (or 0) for as fast as possible
 
 Environment overrides (applied by :func:`kafka_table_with_env` on top of the file; they
 win because a deployment injects its broker address and secrets that way, never via a file
@@ -324,8 +324,8 @@ class EmbeddedConfig(_Strict):
 
     #: CSV, Parquet or JSON-lines file to replay; absent: the caller supplies records.
     path: Path | None = None
-    #: Records per second; absent = as fast as possible.
-    rate: float | None = Field(None, gt=0)
+    #: Records per second; absent or 0 = as fast as possible (as ``--rate 0`` on the CLI).
+    rate: float | None = Field(None, ge=0, allow_inf_nan=False)
     batch_size: int = Field(1_000, ge=1, le=1_000_000)
     #: Topic name in the synthetic origins (dead letters and logs say where a record came from).
     topic_name: str = Field("embedded", min_length=1)
@@ -333,6 +333,11 @@ class EmbeddedConfig(_Strict):
     #: broker keeping the data, and a sink that keeps failing on it is a bug to surface.
     sink_max_retries: int = Field(3, ge=0)
     sink_retry_backoff_ms: int = Field(200, ge=1)
+
+    @field_validator("rate")
+    @classmethod
+    def _zero_is_unpaced(cls, v: float | None) -> float | None:
+        return v or None
 
     @field_validator("path")
     @classmethod

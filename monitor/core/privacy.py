@@ -97,6 +97,16 @@ def published_count(n: int | float | None) -> int | str:
     return rounded_count(n) if reportable(n) else SMALL_CELL_LABEL  # type: ignore[arg-type]
 
 
+def published(n: int | float | None) -> bool:
+    """Whether ``n`` can be a published (rounded) count of 11 or more records: the check an
+    edge that receives released figures makes before showing them (11 and 12 round to 10).
+
+    >>> published(10), published(9), published(None)
+    (True, False, False)
+    """
+    return n is not None and n >= rounded_count(SMALL_CELL)
+
+
 def rounded_rate(x: float | None) -> float | None:
     """A rate published beside rounded counts (see :data:`RATE_DECIMALS`).
 
@@ -106,6 +116,26 @@ def rounded_rate(x: float | None) -> float | None:
     if x is None or not math.isfinite(x):
         return None
     return round(float(x), RATE_DECIMALS)
+
+
+#: Record counts among a cell's fields: published rounded (the rest are computed figures).
+CELL_COUNTS = ("window_n", "resample_n", "min_denominator")
+
+
+def published_cell(row: dict, n: int | float | None, keep: frozenset[str] = CELL_IDENTITY) -> dict:
+    """A cell row as it leaves the service: withheld below the small-cell rule
+    (:func:`withhold`), else with its record counts rounded (:func:`rounded_count`).
+
+    >>> published_cell({"metric": "DI", "value": 0.9, "window_n": 87}, 87)
+    {'metric': 'DI', 'value': 0.9, 'window_n': 85}
+    """
+    out = withhold(row, n, keep)
+    if reportable(n):
+        for k in CELL_COUNTS:
+            v = out.get(k)
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+                out[k] = rounded_count(v)
+    return out
 
 
 # ----------------------------------------------------------------------------- complements
@@ -230,6 +260,17 @@ class ReleaseBook(Generic[K, T]):
         next release needs 11 records of churn since this point)."""
         self._released[key] = Release(figures, tuple(int(c) for c in churn))
 
+    def withhold(self, key: K) -> None:
+        """Publish nothing for ``key`` from now on, keeping the churn of its last release:
+        figures shown again later differ from those last shown by 11 records or more."""
+        prev = self._released.get(key)
+        if prev is not None:
+            self._released[key] = Release(None, prev.churn)
+
+    def release_of(self, key: K) -> Release[T] | None:
+        """``key``'s last release (figures and churn counters), to persist it."""
+        return self._released.get(key)
+
     def released(self, key: K) -> T | None:
         """The figures ``key`` publishes now (None: withheld or never released)."""
         r = self._released.get(key)
@@ -238,5 +279,6 @@ class ReleaseBook(Generic[K, T]):
     def forget(self, key: K) -> None:
         self._released.pop(key, None)
 
-    def keys(self) -> list[K]:
-        return list(self._released)
+    def shown(self) -> list[T]:
+        """The figures every item publishes now (withheld ones left out)."""
+        return [r.figures for r in self._released.values() if r.figures is not None]

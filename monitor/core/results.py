@@ -50,6 +50,10 @@ class CellEvaluation:
     kappa: float | None
     evaluated_at: str
     reliable_verdict: str | None = None
+    #: whether this evaluation was released (published): False when some group it rests
+    #: on had 1-10 records enter or leave since the cell's last release, so the service
+    #: kept showing that release (monitor.stream.publication; docs/privacy.md)
+    released: bool = True
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -81,6 +85,7 @@ class CellEvaluation:
             "n_star": self.n_star,
             "kappa": self.kappa,
             "evaluated_at": self.evaluated_at,
+            "released": self.released,
         }
 
     @classmethod
@@ -107,6 +112,7 @@ class CellEvaluation:
             kappa=None if kappa is None else as_float(kappa),
             evaluated_at=str(d.get("evaluated_at", "")),
             reliable_verdict=d.get("reliable_verdict"),
+            released=bool(d.get("released", True)),
         )
 
 

@@ -9,7 +9,8 @@ collector) run on a small fixed pool of worker threads.
 
 Routes::
 
-    GET /              the governance report of the service's DuckDB file (HTML, self-contained)
+    GET /              the governance report of the service's DuckDB file (HTML, self-contained;
+                       the view's last background drawing: monitor.service.page_renderer)
     GET /metrics       Prometheus text format of the Exporter's own registry
     GET /healthz       200 "ok" while the process serves requests
     GET /readyz        200 {"status": "ready"} or 503 {"status": "not ready", "reason": ...}
@@ -28,11 +29,24 @@ false every /api route is a 404.
 Protection (see :mod:`monitor.service.web_config`): TLS and basic auth from the
 web-config file. Authentication covers everything but /healthz and /readyz, which
 orchestrator probes call without credentials and which carry no data (a fixed word,
-or the service's own state such as "starting"). Limits: ``limit_concurrency``
-(connections + requests; beyond it uvicorn answers 503), an idle keep-alive timeout,
-and a header deadline: a request's line and headers must be complete within
-``header_timeout_s`` of the connection opening (or of the previous response),
-however slowly they trickle in; past it the connection is closed.
+or the service's own state such as "starting").
+
+Limits (docs/decisions.md, "HTTP under load"):
+
+* a request (line and headers) must be complete within ``header_timeout_s`` of the
+  connection opening, or of the previous response, however slowly it trickles in; past
+  it the connection is closed;
+* a request body is refused: this API is GET-only, so a ``Content-Length`` above 0 or
+  any ``Transfer-Encoding`` is answered 413 and the connection closed at once, before
+  authentication (a trickled body used to hold its connection for ever);
+* ``max_connections``: a data route asked while that many connections are open (or that
+  many requests run) answers 503; the probes are not counted against it but have
+  ``probe_reserve`` requests of their own, so slow or idle clients cannot make an
+  orchestrator restart the process. /healthz is answered on the event loop, /readyz on
+  threads of its own: neither waits behind the data routes' worker threads;
+* basic auth: verified credentials are cached, at most ``auth_concurrency`` bcrypt checks
+  run at once (beyond: 429 at once, no check), and a client that keeps failing is
+  refused (429 with ``Retry-After``) for a time that doubles with each failure.
 
 JSON and non-finite numbers (documented choice): NaN is encoded as ``null``
 and +/-infinity as the strings ``"inf"`` / ``"-inf"``. Infinity means something
@@ -53,6 +67,7 @@ import binascii
 import hashlib
 import hmac
 import logging
+import math
 import os
 import socket
 import threading
@@ -75,9 +90,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from monitor.config import ServiceConfig
 from monitor.core.jsonable import dumps
 from monitor.service.exporter import Exporter
-from monitor.service.web_config import WebConfig
+from monitor.service.web_config import WebConfig, load_web_config
 
 log = logging.getLogger(__name__)
 
@@ -129,14 +145,25 @@ class StateView(Protocol):
 class HttpLimits:
     """Connection limits of the server (ServiceConfig carries the configured values)."""
 
-    #: connections + running requests; beyond it uvicorn answers 503
+    #: open connections (or running requests) beyond which a data route answers 503
     max_connections: int = 64
     #: idle time allowed between two requests of a kept-alive connection
     keep_alive_s: float = 5.0
-    #: a request line and its headers must arrive within this long
+    #: a request (line and headers; bodies are refused) must arrive within this long
     header_timeout_s: float = 10.0
     #: threads that run the blocking reads (DuckDB, exporter collection)
     worker_threads: int = 4
+    #: probe requests (/healthz, /readyz) served at once, outside ``max_connections``
+    probe_reserve: int = 8
+    #: bcrypt checks running at once; a credential not in the cache beyond it: 429
+    auth_concurrency: int = 1
+    #: failed logins in a row a client (IP address) may make before it is made to wait
+    auth_free_failures: int = 3
+    #: the first wait after them; doubled at each further failure, up to the maximum
+    auth_backoff_s: float = 1.0
+    auth_backoff_max_s: float = 60.0
+    #: clients whose failures are remembered (least recently failed forgotten first)
+    auth_clients: int = 4096
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -206,7 +233,8 @@ Handler = Callable[[dict[str, list[str]]], Response]
 
 
 class _Routes:
-    """The route handlers: plain functions of the parsed query, run on worker threads."""
+    """The route handlers: plain functions of the parsed query, run on worker threads
+    (/healthz, which never blocks, on the event loop)."""
 
     def __init__(self, exporter: Exporter, view: StateView):
         self.exporter = exporter
@@ -266,7 +294,10 @@ class _Routes:
         return _json(200, rows)
 
 
-def _endpoint(handler: Handler, limiter: anyio.CapacityLimiter):
+def _endpoint(handler: Handler, limiter: anyio.CapacityLimiter | None):
+    """The ASGI endpoint of one handler: on a worker thread of ``limiter``, or on the
+    event loop itself when ``limiter`` is None (only for handlers that never block)."""
+
     async def endpoint(request: Request) -> Response:
         try:
             raw = request.scope["query_string"].decode("latin-1")
@@ -274,6 +305,8 @@ def _endpoint(handler: Handler, limiter: anyio.CapacityLimiter):
         except ValueError:
             return _json(400, {"error": "malformed query string"})
         try:
+            if limiter is None:
+                return handler(query)
             return await anyio.to_thread.run_sync(handler, query, limiter=limiter)
         except _BadParamError as e:
             return _json(400, {"error": "invalid parameter", "parameter": e.name})
@@ -308,25 +341,114 @@ class _GetOnly:
         await self.app(scope, receive, send)
 
 
+def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request announces a body: Content-Length above 0, or any Transfer-Encoding
+    (h11 has already refused a malformed or doubled Content-Length with a 400)."""
+    for name, value in headers:
+        if name == b"transfer-encoding":
+            return True
+        if name == b"content-length" and value.strip() not in (b"0", b""):
+            return True
+    return False
+
+
+class _NoBody:
+    """A request with a body is a 413 and its connection is closed at once.
+
+    Every route is a GET, so a body has no use; reading it would let a client hold the
+    connection by trickling it (uvicorn resets its keep-alive timer on every byte and
+    never starts the next request until the body has ended), and not reading it leaves
+    the connection unusable. Placed before authentication: it costs no bcrypt check.
+    """
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _has_body(scope["headers"]):
+            response = _json(413, {"error": "request body not allowed"}, {"Connection": "close"})
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class _Backoff:
+    """Failed logins per client address: after ``free`` failures in a row, the client is
+    refused for ``base_s``, doubled at each further failure up to ``max_s``.
+
+    A success forgets the client; so does ``max_s`` without a failure. The table holds at
+    most ``size`` clients (the one that failed longest ago goes first), so a flood of
+    addresses costs bounded memory (it can then evict a slow attacker: bcrypt concurrency
+    is still bounded). Used on the event loop thread only: no lock.
+    """
+
+    def __init__(self, free: int, base_s: float, max_s: float, size: int,
+                 clock: Callable[[], float] = time.monotonic):  # fmt: skip
+        self.free, self.base_s, self.max_s, self.size = free, base_s, max_s, size
+        self.clock = clock
+        #: client -> (failures in a row, refused until, last failure)
+        self._table: OrderedDict[str, tuple[int, float, float]] = OrderedDict()
+
+    def wait_s(self, client: str) -> float:
+        """Seconds the client must still wait before its credentials are checked (0: none)."""
+        entry = self._table.get(client)
+        if entry is None:
+            return 0.0
+        now = self.clock()
+        if now - entry[2] > self.max_s:
+            del self._table[client]
+            return 0.0
+        return max(0.0, entry[1] - now)
+
+    def failed(self, client: str) -> None:
+        now = self.clock()
+        failures, _until, last = self._table.pop(client, (0, 0.0, now))
+        if now - last > self.max_s:
+            failures = 0
+        failures += 1
+        extra = failures - self.free  # 0: the last free failure; the wait starts here
+        until = now + min(self.max_s, self.base_s * 2**extra) if extra >= 0 else now
+        self._table[client] = (failures, until, now)
+        while len(self._table) > self.size:
+            self._table.popitem(last=False)
+
+    def succeeded(self, client: str) -> None:
+        self._table.pop(client, None)
+
+
 class _BasicAuth:
     """HTTP basic authentication against bcrypt hashes, as the exporter-toolkit does it.
 
-    bcrypt is slow on purpose (~0.1-0.3 s a check), so it runs on the worker threads, and
-    a successful check is remembered under an HMAC of (user, password) with a key that
-    lives only in this process, so a scrape every 15 s costs one bcrypt check, not one
-    each time. Unknown users are checked against a dummy hash, so the answer time does
-    not tell which user names exist; user names are compared with ``hmac.compare_digest``.
+    bcrypt is slow on purpose (0.06 s a check at cost 10, 0.23 s at 12, on one core), so:
+
+    * a verified (user, hash, password) is remembered under an HMAC with a key that lives
+      only in this process, so a scrape every 15 s costs one bcrypt check, not one each
+      time; a failed one too (in a table of its own, so failures cannot evict successes):
+      a client repeating a wrong password costs no check;
+    * at most ``auth_concurrency`` checks run at once, on threads of their own (never the
+      data routes' or the probes'); a credential that would need one more is answered 429
+      at once, without a check;
+    * a client address that keeps failing is answered 429 (``Retry-After``) without a
+      check until its backoff has passed (:class:`_Backoff`); cached successes still pass.
+
+    Unknown users are checked against a dummy hash, so the answer time does not tell which
+    user names exist; user names are compared with ``hmac.compare_digest``.
     """
 
     CACHE_SIZE = 64
+    FAILED_CACHE_SIZE = 256
 
-    def __init__(self, app: ASGIApp, users: dict[str, bytes], limiter: anyio.CapacityLimiter):
+    def __init__(self, app: ASGIApp, users: dict[str, bytes], limits: HttpLimits):
         self.app = app
         self.users = users
-        self.limiter = limiter
+        self.max_checks = limits.auth_concurrency
+        self.limiter = anyio.CapacityLimiter(limits.auth_concurrency)
+        self.backoff = _Backoff(limits.auth_free_failures, limits.auth_backoff_s,
+                                limits.auth_backoff_max_s, limits.auth_clients)  # fmt: skip
+        self._checks = 0
         self._key = os.urandom(32)
         self._ok: OrderedDict[bytes, None] = OrderedDict()
-        self._lock = threading.Lock()
+        self._failed: OrderedDict[bytes, None] = OrderedDict()
         # the cost of the configured hashes, so a miss costs the same as a hit
         costs = [int(h[4:6]) for h in users.values() if h[4:6].isdigit()]
         self._dummy = bcrypt.hashpw(b"not a password", bcrypt.gensalt(max(costs, default=12)))
@@ -336,39 +458,82 @@ class _BasicAuth:
             await self.app(scope, receive, send)
             return
         credentials = _basic_credentials(scope)
-        if credentials is not None and await anyio.to_thread.run_sync(
-            self._check, *credentials, limiter=self.limiter
-        ):
+        if credentials is None:
+            await _unauthorized(scope, receive, send)
+            return
+        user, password = credentials
+        hashed, known = self._lookup(user)
+        tag = hmac.new(self._key, b"\x00".join((user, hashed, password)), hashlib.sha256).digest()
+        if tag in self._ok:
+            self._ok.move_to_end(tag)
             await self.app(scope, receive, send)
             return
-        response = _json(
-            401,
-            {"error": "unauthorized"},
-            {"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'},
-        )
-        await response(scope, receive, send)
+        client = _client_address(scope)
+        wait = self.backoff.wait_s(client)
+        if wait > 0 or (tag not in self._failed and self._checks >= self.max_checks):
+            await _too_many(scope, receive, send, max(wait, 1.0))
+            return
+        ok = False
+        if tag not in self._failed:
+            self._checks += 1
+            try:
+                ok = await anyio.to_thread.run_sync(
+                    _bcrypt_ok, password, hashed, known, limiter=self.limiter
+                )
+            finally:
+                self._checks -= 1
+        if ok:
+            _remember(self._ok, tag, self.CACHE_SIZE)
+            self.backoff.succeeded(client)
+            await self.app(scope, receive, send)
+            return
+        _remember(self._failed, tag, self.FAILED_CACHE_SIZE)
+        self.backoff.failed(client)
+        await _unauthorized(scope, receive, send)
 
-    def _check(self, user: bytes, password: bytes) -> bool:
-        tag = hmac.new(self._key, user + b"\x00" + password, hashlib.sha256).digest()
-        with self._lock:
-            if tag in self._ok:
-                self._ok.move_to_end(tag)
-                return True
-        hashed = self._dummy
-        known = False
+    def _lookup(self, user: bytes) -> tuple[bytes, bool]:
+        """(the user's hash or the dummy one, whether the user exists), in constant time
+        over the configured names."""
+        hashed, known = self._dummy, False
         for name, h in self.users.items():
             if hmac.compare_digest(name.encode("utf-8"), user):
                 hashed, known = h, True
-        try:
-            ok = bcrypt.checkpw(password, hashed) and known
-        except ValueError:
-            ok = False
-        if ok:
-            with self._lock:
-                self._ok[tag] = None
-                while len(self._ok) > self.CACHE_SIZE:
-                    self._ok.popitem(last=False)
-        return ok
+        return hashed, known
+
+
+def _bcrypt_ok(password: bytes, hashed: bytes, known: bool) -> bool:
+    """The bcrypt check itself (it releases the GIL); False for a malformed hash."""
+    try:
+        return bcrypt.checkpw(password, hashed) and known
+    except ValueError:
+        return False
+
+
+def _remember(cache: OrderedDict[bytes, None], tag: bytes, size: int) -> None:
+    cache[tag] = None
+    cache.move_to_end(tag)
+    while len(cache) > size:
+        cache.popitem(last=False)
+
+
+def _client_address(scope: Scope) -> str:
+    """The TCP peer's address (uvicorn's proxy headers are off: not spoofable)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "?"
+
+
+async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
+    response = _json(
+        401,
+        {"error": "unauthorized"},
+        {"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'},
+    )
+    await response(scope, receive, send)
+
+
+async def _too_many(scope: Scope, receive: Receive, send: Send, retry_s: float) -> None:
+    headers = {"Retry-After": str(math.ceil(retry_s))}
+    await _json(429, {"error": "too many requests"}, headers)(scope, receive, send)
 
 
 def _basic_credentials(scope: Scope) -> tuple[bytes, bytes] | None:
@@ -392,44 +557,100 @@ def build_app(
     *,
     api_enabled: bool = True,
     users: dict[str, bytes] | None = None,
-    worker_threads: int = 4,
+    limits: HttpLimits | None = None,
 ) -> ASGIApp:
-    """The ASGI application: auth (when users are configured) > GET only > routes."""
-    limiter = anyio.CapacityLimiter(worker_threads)
+    """The ASGI application: no body > auth (when users are configured) > GET only > routes.
+
+    Three separate pools, so one kind of request never queues behind another: the data
+    routes' worker threads, two threads for /readyz (/healthz needs none), and the bcrypt
+    checks' own (:class:`_BasicAuth`).
+    """
+    limits = limits or HttpLimits()
+    data = anyio.CapacityLimiter(limits.worker_threads)
+    probes = anyio.CapacityLimiter(2)
     r = _Routes(exporter, view)
-    table: dict[str, Handler] = {
-        "/": r.status_page, "/metrics": r.metrics, "/healthz": r.healthz, "/readyz": r.readyz,
+    table: dict[str, tuple[Handler, anyio.CapacityLimiter | None]] = {
+        "/": (r.status_page, data), "/metrics": (r.metrics, data),
+        "/healthz": (r.healthz, None), "/readyz": (r.readyz, probes),
     }  # fmt: skip
     if api_enabled:
         table |= {
-            "/api/cells": r.cells, "/api/events": r.events, "/api/windows": r.windows,
-            "/api/models": r.models, "/api/axes": r.axes,
+            "/api/cells": (r.cells, data), "/api/events": (r.events, data),
+            "/api/windows": (r.windows, data), "/api/models": (r.models, data),
+            "/api/axes": (r.axes, data),
         }  # fmt: skip
     app = Starlette(
-        routes=[Route(p, _endpoint(h, limiter), methods=["GET"]) for p, h in table.items()],
+        routes=[Route(p, _endpoint(h, lim), methods=["GET"]) for p, (h, lim) in table.items()],
         exception_handlers={404: _not_found},
     )
     app.router.redirect_slashes = False  # "/metrics/" is a 404, not a redirect
     asgi: ASGIApp = _GetOnly(app)
     if users:
-        asgi = _BasicAuth(asgi, users, limiter)
-    return asgi
+        asgi = _BasicAuth(asgi, users, limits)
+    return _NoBody(asgi)
 
 
 # ----------------------------------------------------------------------------- protocol
-class _GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a header deadline and JSON protocol errors.
+async def _busy(scope: Scope, receive: Receive, send: Send) -> None:
+    headers = {"Retry-After": "1", "Connection": "close"}
+    await _json(503, {"error": "server busy"}, headers)(scope, receive, send)
 
-    uvicorn's keep-alive timer starts only after a response and is reset by every byte
-    received, so a client that trickles a header byte a second (or opens a connection
-    and sends nothing) would hold it for ever. Here each request's line and headers must
-    be complete within ``header_timeout_s`` of the connection opening, or of the previous
-    response. Protocol errors (a malformed request line, oversized headers) are answered
-    with ``{"error": "bad request"}``, never echoing the request.
+
+#: h11 states of the client once its request (line, headers and any body) is all in
+_REQUEST_IN = frozenset({h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR})
+
+
+class _Admission:
+    """The server-wide counts the admission rule reads (one per server; event loop only)."""
+
+    def __init__(self, max_connections: int, probe_reserve: int):
+        self.max_connections = max_connections
+        self.probe_reserve = probe_reserve
+        self.probes = 0
+
+
+class _GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a request deadline, probe capacity and JSON errors.
+
+    * Deadline: uvicorn's keep-alive timer starts only after a response and is cancelled
+      by any byte received, so a client that trickles a header byte a second (or opens a
+      connection and sends nothing, or trickles a body) would hold it for ever. Here each
+      request must be complete (line, headers and body: h11 says the client is DONE)
+      within ``header_timeout_s`` of the connection opening, or of the previous response.
+    * Admission, in place of uvicorn's ``limit_concurrency``: a data route is answered 503
+      when ``max_connections`` connections are open or that many requests run (uvicorn's
+      rule); a probe is not counted against it, only against ``probe_reserve`` probes in
+      flight, so connections held by slow clients cannot fail the orchestrator's probes.
+    * Protocol errors (a malformed request line, oversized headers) are answered with
+      ``{"error": "bad request"}``, never echoing the request.
     """
 
     header_timeout_s: float = 10.0
+    admission: _Admission = _Admission(64, 8)
     _deadline: asyncio.TimerHandle | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._inner_app = self.app
+        self.app = self._admit
+
+    async def _admit(self, scope: Scope, receive: Receive, send: Send) -> None:
+        adm = self.admission
+        if scope.get("path") in OPEN_PATHS:
+            if adm.probes >= adm.probe_reserve:
+                await _busy(scope, receive, send)
+                return
+            adm.probes += 1
+            try:
+                await self._inner_app(scope, receive, send)
+            finally:
+                adm.probes -= 1
+            return
+        # this request's own task and connection are already in the sets
+        if len(self.connections) >= adm.max_connections or len(self.tasks) > adm.max_connections:
+            await _busy(scope, receive, send)
+            return
+        await self._inner_app(scope, receive, send)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -441,13 +662,13 @@ class _GuardedH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:
-            self._disarm()  # the request's headers are in
+        if self.conn.their_state in _REQUEST_IN:
+            self._disarm()  # the whole request is in
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-            self._arm()
+        if not self.transport.is_closing() and self.conn.their_state not in _REQUEST_IN:
+            self._arm()  # the next request's clock (or a body still coming: closed soon)
 
     def _arm(self) -> None:
         self._disarm()
@@ -461,7 +682,7 @@ class _GuardedH11Protocol(H11Protocol):
     def _expire(self) -> None:
         self._deadline = None
         if not self.transport.is_closing():
-            log.debug("api: request headers not complete in %.1f s: closing", self.header_timeout_s)
+            log.debug("api: request not complete in %.1f s: closing", self.header_timeout_s)
             self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
@@ -558,13 +779,11 @@ def serve(
     """
     limits = limits or HttpLimits()
     web = web_config or WebConfig()
-    app = build_app(
-        exporter, view, api_enabled=api_enabled, users=web.users,
-        worker_threads=limits.worker_threads,
-    )  # fmt: skip
-    protocol = type(
-        "GuardedH11Protocol", (_GuardedH11Protocol,), {"header_timeout_s": limits.header_timeout_s}
-    )
+    app = build_app(exporter, view, api_enabled=api_enabled, users=web.users, limits=limits)
+    protocol = type("GuardedH11Protocol", (_GuardedH11Protocol,), {
+        "header_timeout_s": limits.header_timeout_s,
+        "admission": _Admission(limits.max_connections, limits.probe_reserve),
+    })  # fmt: skip
     tls = web.tls
     config = uvicorn.Config(
         app,
@@ -574,7 +793,10 @@ def serve(
         log_config=None,
         access_log=False,
         server_header=False,
-        limit_concurrency=limits.max_connections,
+        # the client address is the TCP peer's: X-Forwarded-For must not pick the
+        # address the login backoff is kept under
+        proxy_headers=False,
+        limit_concurrency=None,  # the protocol's admission rule (probes apart)
         timeout_keep_alive=max(1, round(limits.keep_alive_s)),
         timeout_graceful_shutdown=5,
         ssl_context_factory=None if tls is None else (lambda _cfg, _default: tls.context()),
@@ -597,4 +819,31 @@ def serve(
     return api
 
 
-__all__ = ["ApiServer", "HttpLimits", "StateView", "build_app", "serve"]
+def server_settings(svc: ServiceConfig) -> tuple[WebConfig | None, HttpLimits]:
+    """The web config (TLS, users; None without a file) and the limits ``config.service``
+    asks for: the one place ``run`` and ``view`` both take them from.
+
+    A bad web-config file raises ConfigError naming ``service.web_config.<key>``.
+    """
+    web = None if svc.web_config is None else load_web_config(svc.web_config)
+    limits = HttpLimits(
+        max_connections=svc.http_max_connections,
+        keep_alive_s=svc.http_keep_alive_s,
+        header_timeout_s=svc.http_header_timeout_s,
+    )
+    return web, limits
+
+
+def serve_configured(
+    exporter: Exporter, view: StateView, svc: ServiceConfig, port: int
+) -> ApiServer:
+    """:func:`serve` with ``config.service``'s address, web config, API switch and limits."""
+    web, limits = server_settings(svc)
+    return serve(exporter, view, host=svc.http_host, port=port, web_config=web,
+                 api_enabled=svc.api_enabled, limits=limits)  # fmt: skip
+
+
+__all__ = [
+    "ApiServer", "HttpLimits", "StateView", "build_app", "serve", "serve_configured",
+    "server_settings",
+]  # fmt: skip

@@ -31,14 +31,17 @@ from monitor.config import MonitorConfig
 from monitor.core.drift import DriftBook, ModelHealth
 from monitor.core.privacy import (
     SMALL_CELL_LABEL,
+    ReleaseBook,
+    published_cell,
     reportable,
-    withhold,
+    rounded_rate,
 )
 from monitor.core.results import CellEvaluation
 from monitor.core.tables import tables_from_frame
-from monitor.service.api import ApiServer, HttpLimits, serve
+from monitor.service.api import ApiServer, serve_configured
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
 from monitor.service.outbox_relay import OutboxRelay
+from monitor.service.page_renderer import PageRenderer
 from monitor.service.scheduler import AxisScheduler, JobOutcome, JobSpec
 from monitor.service.stored_views import (
     event_explainer,
@@ -47,16 +50,17 @@ from monitor.service.stored_views import (
     stored_report,
     stored_windows,
 )
-from monitor.service.web_config import load_web_config
 from monitor.store import Store, queries
 from monitor.stream.axis_payloads import AxisResult, axis_payload
+from monitor.stream.dead_letter_watch import DeadLetterWatch, IngestTally
 from monitor.stream.pipeline import BatchReport, Pipeline
 
 log = logging.getLogger(__name__)
 
 SLOW_AXES = ("axis2", "axis3", "equilense")
 
-#: The live report at ``/`` is redrawn after a new evaluation, at most this often.
+#: The live report at ``/`` is redrawn (in the background, when asked for) after a new
+#: evaluation, or once it is this old.
 STATUS_PAGE_MAX_AGE_S = 60.0
 
 _NO_REPORT_YET = (
@@ -96,11 +100,18 @@ class MonitorService:
             explain=event_explainer(config),  # the event sentences of alert annotations
         )
         self._lag: dict[int, int] = {}
-        self._status_page: tuple[int, float, str] | None = None
         self._last_evaluation: dict[str, float] = {}
         self._old_events_seen: dict[str, int] = {}
         self.drift = DriftBook(config.service.drift_delta)
         self.health: dict[str, ModelHealth] = {}
+        #: each model's released (AUROC, accuracy): what the exporter and API show
+        self.health_release: ReleaseBook[str, tuple[float | None, float | None]] = (
+            ReleaseBook()
+        )
+        #: most of the input dead-lettered for one reason: logged once, and a gauge
+        self.dead_letter_watch = DeadLetterWatch()
+        #: this process's stored records and dead letters, for the line `run` ends with
+        self.tally = IngestTally()
         self.pipeline = Pipeline(
             config, self.store, on_batch=self._after_batch, drift=self.drift, clock=clock
         )
@@ -116,6 +127,11 @@ class MonitorService:
             clock=clock,
         )
         self._start_scheduler = start_scheduler
+        #: the report at ``/``: drawn on a thread of its own, one drawing at a time
+        self.page = PageRenderer(
+            lambda: stored_report(self.store, self.config, _NO_REPORT_YET),
+            self.pipeline.evaluation_total, max_age_s=STATUS_PAGE_MAX_AGE_S,
+        )  # fmt: skip
         self.api: ApiServer | None = None
         self.http_port = config.service.http_port if http_port is None else http_port
         self.ready_reason = "starting"
@@ -130,18 +146,8 @@ class MonitorService:
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
-        svc = self.config.service
         # a bad web-config file stops the start-up here, naming service.web_config.<key>
-        web = None if svc.web_config is None else load_web_config(svc.web_config)
-        limits = HttpLimits(
-            max_connections=svc.http_max_connections,
-            keep_alive_s=svc.http_keep_alive_s,
-            header_timeout_s=svc.http_header_timeout_s,
-        )
-        self.api = serve(
-            self.exporter, self, host=svc.http_host, port=self.http_port, web_config=web,
-            api_enabled=svc.api_enabled, limits=limits,
-        )  # fmt: skip
+        self.api = serve_configured(self.exporter, self, self.config.service, self.http_port)
         if self._start_scheduler:
             self.scheduler.start()
         self.ready_reason = "ok"
@@ -156,6 +162,7 @@ class MonitorService:
             log.warning("scheduler shutdown failed")
         if self.api is not None:
             self.api.close()
+        self.page.close()  # a drawing reads the file closed below
         try:
             self.pipeline.close()  # the worker's last evaluations
         except Exception as exc:
@@ -167,25 +174,39 @@ class MonitorService:
 
     # ------------------------------------------------------------------ metrics
     def snapshot(self) -> StateSnapshot:
-        """What a scrape shows: the latest evaluation of every cell, each model's window
-        (size, groups), health and last evaluation time, and the consumer lag."""
-        cells = self.latest_cells()
+        """What a scrape shows: every cell's and model's figures as last released
+        (monitor.stream.publication: window size and groups rounded, withheld groups
+        absent), each model's released health and last evaluation time, the consumer lag."""
+        cells = self.published_cells()
         models = []
         for view in self.pipeline.model_views():
+            pub = view.published
             groups = {
                 attr: {g: GroupStat(s.records, s.selection_rate) for g, s in by_group.items()}
-                for attr, by_group in view.groups.items()
+                for attr, by_group in pub.groups.items()
             }
-            h = self.health.get(view.model_id)
+            auroc, accuracy = self.health_release.released(view.model_id) or (None, None)
             models.append(
                 ModelStatus(
-                    view.model_id, view.window_records, groups,
-                    auroc=None if h is None else h.auroc,
-                    accuracy=None if h is None else h.accuracy,
+                    view.model_id, pub.window_records, groups,
+                    auroc=auroc, accuracy=accuracy,
                     last_evaluation_at=self._last_evaluation.get(view.model_id),
                 )
             )  # fmt: skip
         return StateSnapshot(cells, models, {self.source_name: dict(self._lag)})
+
+    def _release_health(self, model: str) -> None:
+        """At a model's evaluation: its rolling AUROC and accuracy are released when
+        computed from 11 or more records the health window has itself seen, and 0 or 11+
+        new records since the last release (monitor.core.privacy.ReleaseBook)."""
+        h = self.health.get(model)
+        if h is None:
+            return
+        held = min(h.n_seen, h.window)
+        figures = (
+            (rounded_rate(h.auroc), rounded_rate(h.accuracy)) if reportable(held) else None
+        )
+        self.health_release.offer(model, [h.n_seen], figures)
 
     def _after_batch(self, report: BatchReport) -> None:
         """After a committed batch: counters, model health, early runs of the slow axes.
@@ -207,6 +228,7 @@ class MonitorService:
                     self.source_name, report.accepted, report.duplicates, report.rejected
                 )
             )
+            items.append(lambda: self._watch_dead_letters(report))
         for e in report.events:
             key = (e.model_id, e.metric, e.attribute)
             items.append(lambda e=e, key=key: ex.count_event(e, window_n.get(key, 0)))
@@ -224,11 +246,30 @@ class MonitorService:
             except Exception as exc:
                 failures += 1
                 log.error("metrics update failed: %s", type(exc).__name__)
+        for model, _ in report.evaluations:  # after the health updates above
+            try:
+                self._release_health(model)
+            except Exception as exc:
+                failures += 1
+                log.error("health release failed: %s", type(exc).__name__)
         if failures:
             ex.count_observer_failure(failures)
         if report.drift:
             for job in SLOW_AXES:
                 self.scheduler.run_early(job)
+
+    def _watch_dead_letters(self, report: BatchReport) -> None:
+        """Tally the batch; when one reason holds most of the recent messages, say so once
+        (reason, count, the setting that would admit them) and set its gauge.
+
+        A metric and a log line rather than /readyz: the service is working as configured
+        and an orchestrator restarts or unroutes a pod that is not ready, which would hide
+        the gauge and fix nothing (docs/decisions.md, issue 22)."""
+        self.tally.add(report.accepted, report.duplicates, report.rejected)
+        watch = self.dead_letter_watch
+        for d in watch.observe(report.received, report.rejected):
+            log.warning("dead letters: %s", d.message())
+        self.exporter.set_dominant_rejections(self.source_name, watch.dominant)
 
     def _count_evaluation(self, model: str, seconds: float, now: float) -> None:
         self.exporter.count_evaluation(model, seconds)
@@ -342,29 +383,27 @@ class MonitorService:
         return True, "ok"
 
     def latest_cells(self) -> list[CellEvaluation]:
-        """The latest evaluation of every cell, in (model, metric, attribute) order."""
+        """The latest (computed) evaluation of every cell, in (model, metric, attribute)
+        order: for the service's own use; what leaves it is :meth:`published_cells`."""
         return self.pipeline.latest_cells()
 
+    def published_cells(self) -> list[CellEvaluation]:
+        """Every cell's last released evaluation (monitor.stream.publication)."""
+        return self.pipeline.published_cells()
+
     def cells(self) -> list[dict]:
-        """Latest cells; a cell whose window has fewer than 11 records shows ``<11`` in
-        place of every figure (monitor.core.privacy.withhold)."""
-        return [withhold(c.to_dict(), c.result.window_n) for c in self.latest_cells()]
+        """Released cells; a cell whose window has fewer than 11 records shows ``<11`` in
+        place of every figure, counts rounded (monitor.core.privacy.published_cell)."""
+        return [published_cell(c.to_dict(), c.result.window_n) for c in self.published_cells()]
 
     def status_page(self) -> str:
-        """The governance report, served live at ``/``.
+        """The governance report, served live at ``/``: the last drawing, from memory.
 
-        Rendered from the service's own DuckDB file (it holds the only connection) and
-        kept until the next evaluation or for ``STATUS_PAGE_MAX_AGE_S``, whichever is
-        first: a page takes seconds to draw, a scrape of ``/`` must not cost that each time.
+        Drawn from the service's own DuckDB file (it holds the only connection) on the
+        renderer's thread, never on the API's workers (a page takes seconds to draw);
+        see :mod:`monitor.service.page_renderer`.
         """
-        version = self.pipeline.evaluation_total()
-        now = self.clock()
-        cached = self._status_page
-        if cached is not None and cached[0] == version and now - cached[1] < STATUS_PAGE_MAX_AGE_S:
-            return cached[2]
-        page = stored_report(self.store, self.config, _NO_REPORT_YET)
-        self._status_page = (version, now, page)
-        return page
+        return self.page.page()
 
     def events(self, limit: int, since_id: int | None) -> list[dict]:
         return stored_events(self.store, limit, since_id)
@@ -377,20 +416,18 @@ class MonitorService:
         return stored_windows(self.store, model, metric, attribute, limit, before)
 
     def models(self) -> list[dict]:
-        """Each model's window size, rolling AUROC / accuracy and last evaluation time.
-
-        Small-cell rule: a window of fewer than 11 records shows "<11" for its size and
-        no AUROC or accuracy (they would be computed from those few records).
-        """
+        """Each model's released window size (rounded; "<11" below the small-cell rule),
+        rolling AUROC / accuracy (released) and last evaluation time."""
         out = []
         for m in sorted(self.snapshot().models, key=lambda m: m.model_id):
-            shown = reportable(m.window_records)
             at = m.last_evaluation_at
             out.append({
                 "model_id": m.model_id,
-                "window_records": m.window_records if shown else SMALL_CELL_LABEL,
-                "rolling_auroc": m.auroc if shown else None,
-                "rolling_accuracy": m.accuracy if shown else None,
+                "window_records": (
+                    SMALL_CELL_LABEL if m.window_records is None else m.window_records
+                ),
+                "rolling_auroc": m.auroc,
+                "rolling_accuracy": m.accuracy,
                 "last_evaluation_at": None if at is None else str(
                     pd.Timestamp(at, unit="s", tz="UTC")),
             })  # fmt: skip

@@ -70,7 +70,7 @@ from prometheus_client.registry import Collector
 from monitor.config import EXPORTABLE_ID, GROUP_CODE
 from monitor.core.events import CellEvent
 from monitor.core.numbers import as_float, float_or_none
-from monitor.core.privacy import SMALL_CELL, reportable
+from monitor.core.privacy import SMALL_CELL, published, reportable
 from monitor.core.results import CellEvaluation
 from monitor.core.tiers import Tier
 
@@ -145,7 +145,8 @@ def _ident(label: str, value: object) -> str:
 # ----------------------------------------------------------------------------- snapshot
 @dataclass(frozen=True)
 class GroupStat:
-    """A group's window records and share with decision 1."""
+    """A group's window records and share with decision 1, as released (rounded:
+    monitor.stream.publication)."""
 
     records: int
     selection_rate: float
@@ -156,8 +157,9 @@ class ModelStatus:
     """What the exporter shows of a model besides its cells."""
 
     model_id: str
-    window_records: int
-    #: attribute -> group code -> stat
+    #: as released (rounded; None: withheld)
+    window_records: int | None
+    #: attribute -> group code -> stat (released groups only)
     groups: Mapping[str, Mapping[str, GroupStat]] = field(default_factory=dict)
     auroc: float | None = None
     accuracy: float | None = None
@@ -367,7 +369,7 @@ class _StateCollector(Collector):
                 continue
             if m.last_evaluation_at is not None:
                 last.add_metric((m.model_id,), float(m.last_evaluation_at))
-            if not reportable(m.window_records):
+            if not published(m.window_records):
                 continue  # a figure from fewer than SMALL_CELL records never leaves
             records.add_metric((m.model_id,), float(m.window_records))
             for fam, x in ((auroc, m.auroc), (accuracy, m.accuracy)):
@@ -379,7 +381,7 @@ class _StateCollector(Collector):
                 for code, st in sorted(groups.items()):
                     if code not in self.group_codes and not is_identifier(code):
                         continue
-                    if reportable(st.records):
+                    if published(st.records):
                         g_records.add_metric((m.model_id, attr, code), float(st.records))
                         g_rate.add_metric((m.model_id, attr, code), float(st.selection_rate))
         yield from (records, last, auroc, accuracy, g_rate, g_records)
@@ -464,6 +466,14 @@ class Exporter:
             "Rejected records by reason code (e.g. out_of_range:score).",
             ("source", "reason"),
         )
+        self.rejection_dominant = gauge(
+            "vfr_ingest_rejection_dominant",
+            "1 while the reason holds the majority of the last ~1,000 messages read (most "
+            "of the input is dead-lettered for it: a setting may be missing), 0 after.",
+            ("source", "reason"),
+        )
+        #: (source, reason label) series of rejection_dominant set to 1 now
+        self._dominant: set[tuple[str, str]] = set()
         self.evaluations = counter(
             "vfr_evaluations_total", "Completed window evaluations of the model.", ("model",)
         )
@@ -595,6 +605,19 @@ class Exporter:
                 rejected += int(n)
             for state, n in zip(INGEST_STATES, (accepted, duplicates, rejected), strict=True):
                 self.ingest_records.labels(source, state).inc(int(n))
+
+    def set_dominant_rejections(self, source: str, reasons: Iterable[str]) -> None:
+        """The reasons that hold the majority of the source's recent messages now: their
+        series go to 1, those that no longer do to 0 (kept, so a rule sees the fall)."""
+        source = _ident("source", source)
+        with self._lock:
+            now = {(source, self._reason(r)) for r in reasons}
+            for key in self._dominant - now:
+                if key[0] == source:
+                    self.rejection_dominant.labels(*key).set(0)
+            for key in now:
+                self.rejection_dominant.labels(*key).set(1)
+            self._dominant = {k for k in self._dominant if k[0] != source} | now
 
     def count_evaluation(self, model: str, duration_s: float) -> None:
         """One completed evaluation of the model's grid."""

@@ -21,10 +21,11 @@ from collections.abc import Sequence
 
 from monitor import __version__
 from monitor.config import MonitorConfig
-from monitor.core.privacy import SMALL_CELL_LABEL, reportable, withhold
+from monitor.core.privacy import published_cell, published_count
 from monitor.core.results import CellEvaluation
-from monitor.service.api import ApiServer, serve
+from monitor.service.api import ApiServer, serve_configured
 from monitor.service.exporter import Exporter
+from monitor.service.page_renderer import PageRenderer
 from monitor.service.stored_views import (
     stored_axes,
     stored_events,
@@ -58,7 +59,11 @@ class FleetView:
         #: messages that were not results (counted, skipped; their content is not logged)
         self.skipped = 0
         self.caught_up = False
-        self._page: tuple[int, str] | None = None
+        #: the report at ``/``, drawn in the background when results came
+        self.page = PageRenderer(
+            lambda: stored_report(self.store, self.config, _NO_RESULTS_YET),
+            lambda: self.applied, title="vfr-monitor view", max_age_s=float("inf"),
+        )  # fmt: skip
         self.api: ApiServer | None = None
 
     # ------------------------------------------------------------------ input
@@ -93,7 +98,7 @@ class FleetView:
         return [(m, CellEvaluation.from_dict(r)) for m, r in rows]
 
     def cells(self) -> list[dict]:
-        return [withhold(c.to_dict(), c.result.window_n) for _, c in self._latest()]
+        return [published_cell(c.to_dict(), c.result.window_n) for _, c in self._latest()]
 
     def events(self, limit: int, since_id: int | None) -> list[dict]:
         return stored_events(self.store, limit, since_id)
@@ -116,7 +121,7 @@ class FleetView:
             n = c.result.window_n
             out.append({
                 "model_id": m,
-                "window_records": n if reportable(n) else SMALL_CELL_LABEL,
+                "window_records": published_count(n),
                 "rolling_auroc": None, "rolling_accuracy": None,
                 "last_evaluation_at": c.evaluated_at,
             })  # fmt: skip
@@ -126,23 +131,20 @@ class FleetView:
         return stored_axes(self.store, axis, model, limit, offset)
 
     def status_page(self) -> str:
-        """The governance report of every model in the view (redrawn when results came)."""
-        version = self.applied
-        if self._page is not None and self._page[0] == version:
-            return self._page[1]
-        page = stored_report(self.store, self.config, _NO_RESULTS_YET)
-        self._page = (version, page)
-        return page
+        """The governance report of every model in the view: the last drawing, from memory
+        (redrawn in the background when results came; :mod:`monitor.service.page_renderer`)."""
+        return self.page.page()
 
     # ------------------------------------------------------------------ life cycle
     def start(self, port: int) -> None:
-        svc = self.config.service
-        self.api = serve(self.exporter, self, host=svc.http_host, port=port,
-                         api_enabled=svc.api_enabled)  # fmt: skip
+        """Serve through ``config.service``'s web config (TLS, basic auth) and limits, as
+        ``vfr-monitor run`` does: the view holds every model's results."""
+        self.api = serve_configured(self.exporter, self, self.config.service, port)
 
     def close(self) -> None:
         if self.api is not None:
             self.api.close()
+        self.page.close()  # a drawing reads the file closed below
         self.store.close()
 
 

@@ -16,6 +16,7 @@ from monitor.core.privacy import (
     CELL_IDENTITY,
     EVENT_IDENTITY,
     SMALL_CELL_LABEL,
+    published_cell,
     reportable,
     withhold,
 )
@@ -62,14 +63,15 @@ def stored_events(store: Store, limit: int, since_id: int | None) -> list[dict]:
 def stored_windows(
     store: Store, model: str, metric: str, attribute: str, limit: int, before: int | None
 ) -> list[dict]:
-    """A cell's evaluations, newest first; small windows withheld."""
+    """A cell's released evaluations, newest first; small windows withheld, counts
+    rounded (monitor.core.privacy.published_cell)."""
     cursor = store.cursor()
     try:
         rows = queries.window_history(cursor, model, metric, attribute, limit, before)
     finally:
         cursor.close()
     keep = frozenset({"evaluation", "evaluated_at", "seed"}) | CELL_IDENTITY
-    return [withhold(r, r.get("window_n"), keep) for r in rows]
+    return [published_cell(r, r.get("window_n"), keep) for r in rows]
 
 
 def stored_axes(

@@ -131,6 +131,11 @@ MIGRATIONS: list[list[str]] = [
         "DROP TABLE discharges",
         "ALTER TABLE discharges_v8 RENAME TO discharges",
     ],
+    # v9 (disclosure control): each model window's churn counters (per attribute, per group:
+    # records that entered or left it so far), written with the model's stream position,
+    # so a restart takes the release rule up where it stopped (monitor.stream.publication).
+    # NULL (a file written before v9): counted afresh from the restored window.
+    ["ALTER TABLE model_state ADD COLUMN IF NOT EXISTS churn JSON"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -164,15 +164,20 @@ def model_partitions(c: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, int]]
     return {m: (t, int(p)) for m, t, p in rows.fetchall()}
 
 
-def model_states(c: duckdb.DuckDBPyConnection) -> dict[str, dict[str, int | None]]:
-    """model_id -> its stream counters (records, evaluations, old_events, evaluated_records)."""
+def model_states(c: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """model_id -> its stream counters (records, evaluations, old_events, evaluated_records)
+    and its window's churn counters (attribute -> list per group; None before v9)."""
     rows = c.execute(
-        "SELECT model_id, records, evaluations, old_events, evaluated_records FROM model_state"
+        "SELECT model_id, records, evaluations, old_events, evaluated_records, churn "
+        "FROM model_state"
     ).fetchall()
     return {
-        m: {"records": r, "evaluations": e, "old_events": o, "evaluated_records": v}
-        for m, r, e, o, v in rows
-    }
+        m: {
+            "records": r, "evaluations": e, "old_events": o, "evaluated_records": v,
+            "churn": json.loads(ch) if ch else None,
+        }
+        for m, r, e, o, v, ch in rows
+    }  # fmt: skip
 
 
 def cell_states(
@@ -230,11 +235,17 @@ def evaluation_times(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], Any]
     return {(m, int(e)): t for m, e, t in rows}
 
 
+#: A stored evaluation that was released (published; rows written before releases
+#: existed count as released). The window history and every view read only these:
+#: figures change only at a release (monitor.stream.publication, docs/privacy.md).
+RELEASED = "coalesce(CAST(result->>'$.released' AS BOOLEAN), true)"
+
+
 def latest_window_results(c: duckdb.DuckDBPyConnection) -> list[tuple[str, dict[str, Any]]]:
-    """(model, result) of each cell's latest stored evaluation, in (model, metric,
-    attribute) order: what a fleet view shows (it has no cell_state of its own)."""
+    """(model, result) of each cell's latest released evaluation, in (model, metric,
+    attribute) order: what a fleet view shows and what a restart publishes again."""
     rows = c.execute(
-        "SELECT model_id, result FROM window_results QUALIFY row_number() OVER "
+        f"SELECT model_id, result FROM window_results WHERE {RELEASED} QUALIFY row_number() OVER "
         "(PARTITION BY model_id, metric, attribute ORDER BY evaluation DESC) = 1 "
         "ORDER BY model_id, metric, attribute"
     ).fetchall()
@@ -270,14 +281,14 @@ class HistoryRow(NamedTuple):
     confirmed_verdict: str | None
 
 
-_HISTORY_SQL = """
+_HISTORY_SQL = f"""
 SELECT model_id, metric, attribute, evaluation, tier, confirmed_tier,
        result->>'$.window_n', result->>'$.threshold', result->>'$.direction',
        result->>'$.value', result->>'$.vfr', result->>'$.ci_low', result->>'$.ci_high',
        result->>'$.dominant_verdict', result->>'$.point_verdict', result->>'$.n_star',
        result->>'$.kappa', result->'$.failed_axes', result->'$.pending_axes',
        result->>'$.partial', result->>'$.n_pass', result->>'$.K', result->>'$.confirmed_verdict'
-FROM window_results WHERE model_id = ? ORDER BY evaluation, metric, attribute
+FROM window_results WHERE model_id = ? AND {RELEASED} ORDER BY evaluation, metric, attribute
 """
 
 
@@ -294,12 +305,12 @@ def window_history(
     limit: int = 100,
     before: int | None = None,
 ) -> list[dict[str, Any]]:
-    """A cell's latest evaluations, newest first; ``before``: only older evaluations
-    than that one (the next page)."""
+    """A cell's latest released evaluations, newest first; ``before``: only older
+    evaluations than that one (the next page)."""
     older = "" if before is None else " AND evaluation < ?"
     rows = c.execute(
         "SELECT evaluation, evaluated_at, window_end_count, seed, result FROM window_results "
-        f"WHERE model_id = ? AND metric = ? AND attribute = ?{older} "
+        f"WHERE model_id = ? AND metric = ? AND attribute = ? AND {RELEASED}{older} "
         "ORDER BY evaluation DESC LIMIT ?",
         [model_id, metric, attribute, *([] if before is None else [int(before)]), int(limit)],
     ).fetchall()

@@ -442,6 +442,10 @@ class Store:
     def cell_states(self) -> list[tuple[str, str, str, dict[str, Any], dict[str, Any] | None]]:
         return queries.cell_states(self._conn)
 
+    def released_cells(self) -> list[tuple[str, dict[str, Any]]]:
+        """(model, result) of each cell's latest released evaluation."""
+        return queries.latest_window_results(self._conn)
+
     def source_offsets(self) -> dict[tuple[str, int], int]:
         """(topic, partition) -> the offset after the last message stored from it."""
         return queries.source_offsets(self._conn)
@@ -598,21 +602,21 @@ class Store:
                 )
 
     def write_model_states(
-        self, rows: Sequence[tuple[str, int, int, int, pd.Timestamp, int | None]]
+        self, rows: Sequence[tuple[str, int, int, int, pd.Timestamp, int | None, str | None]]
     ) -> None:
-        """(model_id, records, evaluations, old_events, at, evaluated_records) per model
-        touched by a batch; evaluated_records is the end count of the last written evaluation.
-        """
+        """(model_id, records, evaluations, old_events, at, evaluated_records, churn JSON) per
+        model touched by a batch; evaluated_records is the end count of the last written
+        evaluation, churn the window's churn counters (monitor.stream.window)."""
         if not rows:
             return
         # a dozen rows: one VALUES statement costs less than a pandas frame scan
         update_else_upsert(
             self._conn, rows,
             "UPDATE model_state AS s SET records = v.r, evaluations = v.e, old_events = v.o, "
-            "updated_at = v.a, evaluated_records = v.d "
-            "FROM (VALUES {values}) AS v(m, r, e, o, a, d) WHERE s.model_id = v.m",
+            "updated_at = v.a, evaluated_records = v.d, churn = v.c "
+            "FROM (VALUES {values}) AS v(m, r, e, o, a, d, c) WHERE s.model_id = v.m",
             "INSERT OR REPLACE INTO model_state (model_id, records, evaluations, "
-            "old_events, updated_at, evaluated_records) VALUES {values}",
+            "old_events, updated_at, evaluated_records, churn) VALUES {values}",
         )
 
     # ------------------------------------------------------------------ scheduled axes

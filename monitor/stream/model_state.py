@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from monitor.core.events import CellTracker
 from monitor.core.results import CellEvaluation
+from monitor.stream.publication import ModelPublication, PublishedModel
 from monitor.stream.window import ModelWindow
 
 #: a cell of one model: (metric, attribute)
@@ -45,6 +46,8 @@ class ModelView:
     evaluations: int
     #: attribute -> group code -> its records and selected records
     groups: Mapping[str, Mapping[str, GroupSummary]] = field(default_factory=dict)
+    #: what the model publishes (window size and groups as last released)
+    published: PublishedModel = field(default_factory=PublishedModel)
 
 
 @dataclass
@@ -62,6 +65,8 @@ class ModelState:
     last_eval_wall: float = 0.0
     trackers: dict[CellKey, CellTracker] = field(default_factory=dict)
     latest: dict[CellKey, CellEvaluation] = field(default_factory=dict)
+    #: the release books: what of the evaluations leaves the service
+    publication: ModelPublication = field(default_factory=ModelPublication)
 
     @property
     def model_id(self) -> str:
@@ -76,4 +81,7 @@ class ModelState:
                 g: GroupSummary(int(n), int(s))
                 for g, n, s in zip(table.groups, sizes, selected, strict=True)
             }
-        return ModelView(self.model_id, w.n, w.arrivals, w.old_events, self.evaluations, groups)
+        return ModelView(
+            self.model_id, w.n, w.arrivals, w.old_events, self.evaluations, groups,
+            self.publication.model,
+        )  # fmt: skip

@@ -24,7 +24,7 @@ import time
 import zlib
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,7 @@ from monitor.stream.axis_payloads import axis_result
 from monitor.stream.columnar import parse_payloads, validate_table
 from monitor.stream.model_state import ModelState, ModelView
 from monitor.stream.ownership import Partition, PartitionOwnership
+from monitor.stream.publication import WindowCounts, published_events
 from monitor.stream.schema import Rejection, validate_records
 from monitor.stream.window import ModelWindow, RecordBatch
 
@@ -168,6 +169,9 @@ class _Job:
     index: int = 0  # this job's place in the future's list
     results: list[CellResult] | None = None  # computed in this thread
     seconds: float = 0.0
+    #: the window's counts at this position, for the release rule (None: a hop
+    #: recomputed at start-up from a rebuilt window, which releases nothing)
+    counts: WindowCounts | None = None
 
 
 class Pipeline:
@@ -189,6 +193,8 @@ class Pipeline:
         self.clock = clock
         #: each model held in memory: its window, trackers, latest cells, counters
         self._models: dict[str, ModelState] = {}
+        #: per model, churn counters stored for hop points not written yet (restore -> _job_at)
+        self._hop_churn: dict[str, dict[str, dict[str, list[int]]]] = {}
         self.axes = AxisCache()
         #: on_batch failures after a committed batch (the batch itself is not redelivered)
         self.observer_failures = 0
@@ -232,6 +238,9 @@ class Pipeline:
                 w.add(RecordBatch.from_frame(frame, cfg))
             w.arrivals = st["records"]
             w.old_events = st["old_events"]
+            saved = st.get("churn") or {}
+            w.restore_churn(saved.get("now"))
+            self._hop_churn[model_id] = saved.get("hops") or {}
             done = st.get("evaluated_records")
             restored[model_id] = ModelState(
                 w, evaluations=st["evaluations"], evaluated=st["records"] if done is None else done
@@ -240,9 +249,13 @@ class Pipeline:
             ms = restored.get(model_id)
             if ms is None:  # cell states are written with their model's state: not wanted
                 continue
+            saved = state.pop("release", None)  # the cell's last release (see _apply)
             ms.trackers[(metric, attribute)] = CellTracker.from_dict(state)
+            if saved is not None:
+                ms.publication.restore_cell((metric, attribute), saved)
             if latest:
                 ms.latest[(metric, attribute)] = CellEvaluation.from_dict(latest)
+        self._hold_publications(restored)
         self._models.update(restored)
         # the store holds JSON: typed here, right after the read
         for model_id, payload in self.store.latest_axis_results("axis2").items():
@@ -260,6 +273,17 @@ class Pipeline:
         for model_id, ms in restored.items():
             ms.since_eval = ms.window.arrivals - ms.evaluated
             ms.last_eval_wall = last.get(model_id, 0.0)
+
+    def _hold_publications(self, restored: dict[str, ModelState]) -> None:
+        """Restored models publish their cells' last released evaluations (an interim one
+        held in memory only is not known any more: the stored hop release before it is)
+        and no group until 11 records of churn after this point (ModelPublication.hold)."""
+        released: dict[str, list[CellEvaluation]] = {}
+        for model_id, result in self.store.released_cells():
+            if model_id in restored:
+                released.setdefault(model_id, []).append(CellEvaluation.from_dict(result))
+        for model_id, ms in restored.items():
+            ms.publication.hold(WindowCounts.of(ms.window), released.get(model_id, []))
 
     def _recover_missing_evaluations(self, restored: dict[str, ModelState]) -> None:
         """Hop points whose records were committed but whose evaluation was not written
@@ -310,6 +334,10 @@ class Pipeline:
             w.add(RecordBatch.from_frame(frame, cfg))
         w.arrivals = end
         job = self._snapshot(w, pd.Timestamp(self.clock(), unit="s", tz="UTC"))
+        # a rebuilt window's churn is not the live one's: the one stored for this hop is
+        # (None for a file written before churn was stored: the hop then releases nothing)
+        saved = self._hop_churn.get(model_id, {}).get(str(end))
+        job.counts = None if saved is None else WindowCounts.of(w, saved)
         t0 = time.perf_counter()
         job.results = run_axis1(w.table_map(), cfg, job.seed, threads=1)
         job.seconds = time.perf_counter() - t0
@@ -551,6 +579,13 @@ class Pipeline:
             cells = [c for ms in self._models.values() for c in ms.latest.values()]
         return sorted(cells, key=lambda c: c.key)
 
+    def published_cells(self) -> list[CellEvaluation]:
+        """What the service shows of every cell: its last released evaluation
+        (monitor.stream.publication), in (model, metric, attribute) order."""
+        with self.lock:
+            cells = [c for ms in self._models.values() for c in ms.publication.published_cells()]
+        return sorted(cells, key=lambda c: c.key)
+
     def has_cell(self, model_id: str, metric: str, attribute: str) -> bool:
         """Whether this instance holds an evaluated cell (model, metric, attribute)."""
         with self.lock:
@@ -634,7 +669,7 @@ class Pipeline:
         with self.stats.stage("window"):
             submitted, touched = self._add_to_windows(new, models, now, report, pending)
         with self.stats.stage("state"):
-            self._write(pending, sorted(touched), now)
+            self._write(pending, sorted(touched), now, [job for job, _ in submitted])
         if submitted:  # one worker call for the batch's hop points
             future = eval_worker.submit_many(
                 self._config_bytes, [(tables, job.seed) for job, tables in submitted]
@@ -691,15 +726,33 @@ class Pipeline:
             touched.add(model_id)
         return submitted, touched
 
-    def _write(self, pending: list[EvaluationRecord], models: list[str], now: Any) -> None:
+    def _write(
+        self,
+        pending: list[EvaluationRecord],
+        models: list[str],
+        now: Any,
+        submitted: Sequence[_Job] = (),
+    ) -> None:
         """The evaluations and the touched models' stream positions, inside the caller's
-        transaction."""
+        transaction. With each position go the window's churn counters, now and at each
+        hop point whose evaluation is not written yet (``submitted``: this batch's), so a
+        hop recomputed after a crash is released exactly as it would have been."""
         self.store.write_evaluations(pending)
+        unwritten = [j for j in (*self._pending, *submitted) if j.counts is not None]
         rows = []
         for m in models:
             ms = self._models[m]
             w = ms.window
-            rows.append((m, w.arrivals, ms.evaluations, w.old_events, now, ms.evaluated or 0))
+            hops = {
+                str(j.window.end_count): {a: g.churn.tolist() for a, g in j.counts.groups.items()}
+                for j in unwritten
+                if j.model_id == m and j.counts is not None
+            }
+            now_churn = {a: c.tolist() for a, c in w.churn.items()}
+            churn = orjson.dumps({"now": now_churn, "hops": hops}).decode()
+            rows.append(
+                (m, w.arrivals, ms.evaluations, w.old_events, now, ms.evaluated or 0, churn)
+            )
         self.store.write_model_states(rows)
 
     def flush(self) -> int:
@@ -776,7 +829,7 @@ class Pipeline:
         """A hop evaluation of window ``w`` at its current stream position."""
         seed = evaluation_seed(self.config.axis1.seed, w.model_id, w.arrivals)
         window = WindowPosition(w.kind, w.first_seq, w.last_seq, w.arrivals, seed)
-        return _Job(w.model_id, now, seed, window)
+        return _Job(w.model_id, now, seed, window, counts=WindowCounts.of(w))
 
     def _evaluated_now(self, ms: ModelState) -> None:
         ms.since_eval = 0
@@ -852,14 +905,31 @@ class Pipeline:
                 reliable_verdict=tracker.reliable.confirmed,
             )
             cells.append(cell)
-            states.append((r.metric, r.attribute, tracker.to_dict()))
-            ms.latest[cell_key] = cell
             if not interim and self.drift is not None and self.drift.update(key, r.value):
                 report.drift.append(key)
+        if job.counts is not None:  # the release rule: what of this evaluation is shown
+            cells = ms.publication.release(job.counts, cells)
+        else:
+            cells = [replace(c, released=False) for c in cells]
+        for cell in cells:
+            cell_key = (cell.result.metric, cell.result.attribute)
+            ms.latest[cell_key] = cell
+            state = ms.trackers[cell_key].to_dict()
+            saved = ms.publication.cell_release(cell_key)
+            if saved is not None:
+                state["release"] = saved
+            states.append((*cell_key, state))
+        events = published_events(events)
         report.evaluations.append((model_id, job.seconds))
         report.cells.extend(cells)
         report.events.extend(events)
         return EvaluationRecord(
-            model_id, evaluation, job.window, tuple(cells), tuple(states), tuple(events), now,
+            model_id,
+            evaluation,
+            job.window,
+            tuple(cells),
+            tuple(states),
+            tuple(events),
+            now,
             interim=interim,
         )

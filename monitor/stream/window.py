@@ -10,6 +10,11 @@ per record, never identifiers or features.
   event time seen (an event-time clock, so a replay gives the same windows as
   the live run). A record already older than that horizon when it arrives is
   stored, but does not enter the window, and is counted in ``old_events``.
+
+Besides the tables, a window counts its **churn**: per attribute and group, how many
+records have entered or left that group so far (a running total, never decreasing). The
+disclosure rule reads it: published figures of a group change only once 11 or more of
+its records have entered or left since they were last released (monitor.core.privacy).
 """
 
 from __future__ import annotations
@@ -103,6 +108,8 @@ class ModelWindow:
         self.horizon_ns = int(config.window.days * 86_400 * 1e9)
         bins = config.axis1.score_bins
         self.tables = {a.name: CountTable(a.codes, bins) for a in config.attributes}
+        #: attribute -> per group, records that entered or left the group so far
+        self.churn = {a.name: np.zeros(len(a.codes), np.int64) for a in config.attributes}
         self._batches: deque[RecordBatch] = deque()
         self.n = 0  # records in the window
         self.arrivals = 0  # records of this model accepted so far (the stream position)
@@ -121,6 +128,8 @@ class ModelWindow:
             for attr, table in self.tables.items():
                 fn = table.add if sign > 0 else table.remove
                 fn(batch.groups[attr], batch.label, batch.decision, batch.score)
+        for attr, churn in self.churn.items():
+            churn += np.bincount(batch.groups[attr], minlength=churn.size)
         self.n += sign * len(batch)
 
     def add(self, batch: RecordBatch) -> int:
@@ -183,6 +192,22 @@ class ModelWindow:
         if not self._batches:
             return np.zeros(0, dtype=np.int64)
         return np.concatenate([b.seq for b in self._batches])
+
+    def restore_churn(self, saved: dict[str, list[int]] | None) -> None:
+        """Churn counters as stored with the model's position (None: keep those counted
+        while the window was rebuilt, for a file written before they were stored)."""
+        if not saved:
+            return
+        for attr, churn in self.churn.items():
+            values = saved.get(attr)
+            if values is not None and len(values) == churn.size:
+                self.churn[attr] = np.asarray(values, dtype=np.int64)
+
+    @property
+    def model_churn(self) -> int:
+        """Records that entered or left the window so far (any attribute's churn summed)."""
+        first = next(iter(self.churn.values()), None)
+        return 0 if first is None else int(first.sum())
 
     def table_map(self) -> dict[tuple[str, str], CountTable]:
         """(model_id, attribute) -> count table, as Axis 1 takes them (copies)."""

@@ -34,6 +34,7 @@ from consumers.kafka_tools import (
     produce_records,
 )
 from monitor.config import ConfigError, MonitorConfig
+from monitor.config.errors import MissingInputError, UsageError
 from monitor.config.sources import (
     EmbeddedConfig,
     KafkaConfig,
@@ -475,9 +476,12 @@ def test_embedded_config() -> None:
     cfg = embedded_config({"path": "x.parquet", "rate": 50})
     assert cfg.rate == 50.0 and cfg.batch_size == 1000 and cfg.topic_name == "embedded"
     assert EmbeddedConfig().rate is None
-    with pytest.raises(ConfigError) as err:
-        embedded_config({"rate": 0})
-    assert err.value.field == "embedded.rate"
+    # 0 is "as fast as it goes", as `--rate 0` is on every command (issue 22, finding 5)
+    assert embedded_config({"rate": 0}).rate is None
+    for bad in (-1, float("nan"), float("inf")):
+        with pytest.raises(ConfigError) as err:
+            embedded_config({"rate": bad})
+        assert err.value.field == "embedded.rate"
     with pytest.raises(ConfigError) as err:
         embedded_config({"path": "x.xlsx"})
     assert err.value.field == "embedded.path"
@@ -555,6 +559,22 @@ def test_embedded_rate_is_respected() -> None:
     assert 0.35 < elapsed < 1.5, f"300 records at 600/s took {elapsed:.2f} s"
     # smooth stream: ~10 batches a second, not one burst
     assert len(sink.batches) == 5 and all(len(b) == 60 for b in sink.batches)
+
+
+def test_embedded_argument_mistakes_raise_the_projects_own_errors(tmp_path: Path) -> None:
+    """The CLI shows the message of a UserError and withholds a builtin's (issue 22,
+    finding 5): a bad rate or a missing file must be the former, and found at once."""
+    with pytest.raises(ConfigError, match=r"embedded\.rate"):
+        EmbeddedSource(records(3), RecordingSink(), rate=-5.0)
+    with pytest.raises(MissingInputError, match="no such file"):
+        EmbeddedSource(tmp_path / "absent.jsonl", RecordingSink())  # before any run
+    (tmp_path / "scored.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(UsageError, match="unsupported file type"):
+        EmbeddedSource(tmp_path / "scored.txt", RecordingSink())
+    sink = RecordingSink()
+    source = EmbeddedSource(records(2500), sink, rate=0.0, batch_size=1000)
+    assert source.run(threading.Event()) == 2500  # unpaced: whole batches, no sleeps
+    assert [len(b) for b in sink.batches] == [1000, 1000, 500]
 
 
 def test_embedded_max_messages_resume_stop_and_retry() -> None:

@@ -156,13 +156,14 @@ def test_produce_to_a_file_replays_through_run(tmp_path, capsys) -> None:
         assert c.execute("SELECT count(*) FROM dead_letters").fetchone()[0] == 0
 
 
-def test_produce_publishes_valid_records_to_kafka(kafka_broker: str) -> None:
+def test_produce_publishes_valid_records_to_kafka(kafka_broker: str, tmp_path) -> None:
     from kafka import KafkaConsumer
 
     topic = f"produce-{uuid.uuid4().hex[:8]}"
     assert ensure_topic(kafka_broker, topic, 3) is True
     assert main(["produce", "--records", "3000", "--seed", "1", "--rate", "20000",
-                 "--bootstrap", kafka_broker, "--topic", topic]) == 0  # fmt: skip
+                 "--bootstrap", kafka_broker, "--topic", topic,
+                 "--config-out", str(tmp_path / "run.toml")]) == 0  # fmt: skip
     consumer = KafkaConsumer(topic, bootstrap_servers=kafka_broker,
                              auto_offset_reset="earliest", consumer_timeout_ms=5000,
                              group_id=f"check-{uuid.uuid4().hex[:6]}")  # fmt: skip

@@ -26,6 +26,7 @@ from monitor.audit.run import format_summary, run_audit, write_report
 from monitor.config import config_from_mapping
 from monitor.config.sources import KafkaConfig
 from monitor.service.app import MonitorService, run_until_stopped
+from tests.support.servers import wait_for
 
 MARKERS = (
     "PATIENT-RID-7731", "MRN-00481516", "HOSP-MARKER-55", "0.123456789", "678901",
@@ -127,8 +128,8 @@ def test_no_marker_leaves_the_service(kafka_broker, tmp_path, caplog):
         # the status page (the governance report): figures are inline SVG whose path and
         # position attributes are 6-decimal coordinates, where a 6-digit marker could occur
         # by chance; those attribute values are left out of the scan, all text stays in
-        page = _get(url + "/")
-        assert "Model m1" in page
+        # drawn in the background: the first answers say it is being prepared
+        page = wait_for("the drawn status page", lambda: "Model m1" in (p := _get(url + "/")) and p)
         geometry = r'\s(?:d|x|y|x1|x2|y1|y2|cx|cy|r|width|height|transform|points|viewBox)="[^"]*"'
         outputs["status page"] = re.sub(geometry, "", page)
     finally:

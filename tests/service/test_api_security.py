@@ -120,7 +120,10 @@ def fetch(url: str, ctx: ssl.SSLContext | None = None, user: str | None = None,
 
 @pytest.fixture
 def tls_server(pki):
-    server = serve(Exporter("0.1.0"), View(), port=0, web_config=load_web_config(pki / "web.yml"))
+    # no login backoff here: these tests send many wrong credentials on purpose
+    limits = HttpLimits(auth_free_failures=1000)
+    server = serve(Exporter("0.1.0"), View(), port=0, web_config=load_web_config(pki / "web.yml"),
+                   limits=limits)  # fmt: skip
     try:
         yield server, _tls_client(pki / "server.crt")
     finally:
@@ -321,23 +324,253 @@ def test_half_open_connections_do_not_grow_threads_and_are_closed():
         server.close()
 
 
-def test_connections_over_the_limit_get_503():
+def test_connections_over_the_limit_get_503_on_data_routes_but_not_on_probes():
     limits = HttpLimits(max_connections=3, header_timeout_s=30)
     server = serve(Exporter("0.1.0"), View(), port=0, limits=limits)
     idle = []
     try:
-        assert fetch(server.url + "/healthz")[0] == 200
+        assert fetch(server.url + "/metrics")[0] == 200
         idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
         time.sleep(0.3)
-        assert fetch(server.url + "/healthz")[0] == 503
+        status, headers, body = fetch(server.url + "/metrics")
+        assert (status, json.loads(body)) == (503, {"error": "server busy"})
+        assert headers["Retry-After"] == "1"
+        # the probes have capacity of their own: idle clients cannot fail them
+        assert fetch(server.url + "/healthz")[::2] == (200, b"ok\n")
+        assert fetch(server.url + "/readyz")[0] == 200
         for s in idle:
             s.close()
         idle = []
         deadline = time.monotonic() + 5
-        while fetch(server.url + "/healthz")[0] != 200:
+        while fetch(server.url + "/metrics")[0] != 200:
             assert time.monotonic() < deadline
             time.sleep(0.05)
     finally:
         for s in idle:
             s.close()
         server.close()
+
+
+# ---------------------------------------------------------------------------------- bodies (22.1)
+def _read_until_closed(sock: socket.socket, seconds: float) -> tuple[bytes, float | None]:
+    """What the server sent, and after how many seconds it closed (None: still open)."""
+    start = time.monotonic()
+    reply = b""
+    sock.settimeout(0.1)
+    while time.monotonic() - start < seconds:
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            return reply, time.monotonic() - start
+        if not chunk:
+            return reply, time.monotonic() - start
+        reply += chunk
+    return reply, None
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [b"Content-Length: 100000000\r\n\r\na", b"Transfer-Encoding: chunked\r\n\r\n1\r\na"],
+    ids=["content-length", "chunked"],
+)
+def test_a_request_body_is_refused_and_the_connection_closed_at_once(framing):
+    # a long deadline: what closes the connection is the refusal, not the deadline
+    server = serve(Exporter("0.1.0"), View(), port=0, limits=HttpLimits(header_timeout_s=30))
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + framing)
+            reply, closed_after = _read_until_closed(s, 3.0)
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert b" 413 " in head.split(b"\r\n")[0], head
+        assert json.loads(body) == {"error": "request body not allowed"}
+        assert closed_after is not None, "the connection stayed open"
+        # an empty body announced as such is no body
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        conn.request("GET", "/healthz", headers={"Content-Length": "0"})
+        assert conn.getresponse().read() == b"ok\n"
+        conn.close()
+    finally:
+        server.close()
+
+
+def _trickler(port: int, body: bool, stop: threading.Event, held: list[float]) -> None:
+    """Until ``stop``: one connection after another, each trickling a byte every 0.25 s,
+    of a body (after complete headers) or of the headers; how long each was held."""
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+    while not stop.is_set():
+        start = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            if body:
+                s.sendall(head + b"Content-Length: 100000000\r\n\r\n")
+            else:
+                s.sendall(head + b"X-Slow: ")
+            s.settimeout(0.25)
+            closed = False
+            while not stop.is_set() and not closed:
+                try:
+                    s.sendall(b"a")
+                    while s.recv(65536):  # a response (the 413): read on to the close
+                        pass
+                    closed = True
+                except TimeoutError:
+                    continue
+                except OSError:
+                    closed = True
+            if closed:
+                held.append(time.monotonic() - start)
+
+
+def test_trickling_clients_do_not_take_the_probes_down():
+    """The issue's attack scaled to a limit of 8: 8 clients trickle a body and 8 a header,
+    reconnecting when cut, while the probes are asked every 0.1 s for two deadlines."""
+    limits = HttpLimits(max_connections=8, header_timeout_s=2.0)
+    server = serve(Exporter("0.1.0"), View(), port=0, limits=limits)
+    stop = threading.Event()
+    body_held: list[float] = []
+    header_held: list[float] = []
+    threads = [
+        threading.Thread(target=_trickler, args=(server.port, body, stop, held), daemon=True)
+        for body, held in [(True, body_held)] * 8 + [(False, header_held)] * 8
+    ]
+    statuses: list[int] = []
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(0.5)  # every trickler is connected
+        end = time.monotonic() + 2 * limits.header_timeout_s
+        while time.monotonic() < end:
+            for path in ("/healthz", "/readyz"):
+                statuses.append(fetch(server.url + path)[0])
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=5)
+        server.close()
+    assert statuses and set(statuses) == {200}, sorted(set(statuses))
+    # bodies are cut at once (well inside the deadline), headers at the deadline
+    assert body_held and max(body_held) < limits.header_timeout_s / 2, body_held[:5]
+    assert header_held and min(header_held) >= limits.header_timeout_s - 0.1, header_held[:5]
+
+
+# ------------------------------------------------------------------------- bad credentials (22.3)
+def _hashed_web_config(tmp_path: Path, rounds: int) -> Path:
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=rounds)).decode()
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    return path
+
+
+def _get_from(port: int, path: str, source: str, password: str | None = None,
+              timeout: float = 20.0) -> tuple[int, Message, float]:  # fmt: skip
+    """(status, headers, seconds) of one GET from the loopback address ``source``
+    (127.0.0.0/8 is all loopback on Linux: each address is a client of its own)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
+                                      source_address=(source, 0))  # fmt: skip
+    headers = {}
+    if password is not None:
+        token = base64.b64encode(f"prometheus:{password}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    start = time.monotonic()
+    try:
+        conn.request("GET", path, headers=headers)
+        r = conn.getresponse()
+        r.read()
+        return r.status, r.headers, time.monotonic() - start
+    finally:
+        conn.close()
+
+
+def test_a_client_that_keeps_failing_waits_longer_each_time_and_others_do_not(tmp_path):
+    limits = HttpLimits(auth_free_failures=3, auth_backoff_s=1.0)
+    web = load_web_config(_hashed_web_config(tmp_path, rounds=4))
+    server = serve(Exporter("0.1.0"), View(), port=0, web_config=web, limits=limits)
+    a, b = "127.0.0.2", "127.0.0.3"
+    try:
+        assert _get_from(server.port, "/metrics", a, PASSWORD)[0] == 200  # now cached
+        for i in range(limits.auth_free_failures):
+            assert _get_from(server.port, "/metrics", a, f"wrong {i}")[0] == 401
+        status, headers, _s = _get_from(server.port, "/metrics", a, "wrong again")
+        assert status == 429 and headers["Retry-After"] == "1"
+        # not checked, so a good password not cached yet is refused too while a waits
+        assert _get_from(server.port, "/metrics", a, PASSWORD + " ")[0] == 429
+        # a cached credential costs no check and still passes; another client is not held
+        assert _get_from(server.port, "/metrics", a, PASSWORD)[0] == 200
+        assert _get_from(server.port, "/metrics", b, "wrong")[0] == 401
+        time.sleep(limits.auth_backoff_s + 0.3)
+        # once the wait is over one more failure is checked, and the next wait is doubled
+        assert _get_from(server.port, "/metrics", a, "wrong 4")[0] == 401
+        status, headers, _s = _get_from(server.port, "/metrics", a, "wrong 5")
+        assert status == 429 and headers["Retry-After"] == "2"
+    finally:
+        server.close()
+
+
+def test_a_flood_of_bad_credentials_is_bounded_and_probes_and_scrapes_do_not_wait(tmp_path):
+    """Eight clients send wrong passwords for 3 s against a cost-13 hash (0.5 s a check on
+    an idle core) while the probes and an authorised (cached) scrape are asked."""
+    rounds = 13
+    limits = HttpLimits(auth_concurrency=1)
+    path = _hashed_web_config(tmp_path, rounds)
+    hashed = load_web_config(path).users["prometheus"]
+    start = time.monotonic()
+    bcrypt.checkpw(b"wrong", hashed)
+    check_s = time.monotonic() - start  # what one check costs on this machine now
+    server = serve(Exporter("0.1.0"), View(), port=0, web_config=load_web_config(path),
+                   limits=limits)  # fmt: skip
+    stop = threading.Event()
+    answers: list[int] = []
+
+    def flood(source: str) -> None:
+        for i in range(200):  # bounded; 3 s of it at most
+            if stop.is_set():
+                return
+            answers.append(_get_from(server.port, "/metrics", source, f"guess {i}")[0])
+            time.sleep(0.02)
+
+    floods = [threading.Thread(target=flood, args=(f"127.0.0.{10 + i}",), daemon=True)
+              for i in range(8)]  # fmt: skip
+    latencies: dict[str, list[float]] = {"/healthz": [], "/readyz": [], "/metrics": []}
+    try:
+        assert _get_from(server.port, "/metrics", "127.0.0.1", PASSWORD)[0] == 200  # cached
+        for t in floods:
+            t.start()
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            for p, lat in latencies.items():
+                status, _h, seconds = _get_from(server.port, p, "127.0.0.1", PASSWORD)
+                assert status == 200, p
+                lat.append(seconds)
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in floods:
+            t.join(timeout=30)
+        server.close()
+    assert set(answers) <= {401, 429} and 429 in answers
+    # at most one check at a time: the 401s (checked) are bounded by the checks that fit
+    assert answers.count(401) <= 3.5 / check_s + 8, (answers.count(401), check_s)
+    for p, lat in latencies.items():
+        median = sorted(lat)[len(lat) // 2]
+        assert median < check_s / 4, (p, median, check_s)
+
+
+# -------------------------------------------------------------------------- the fleet view (21.6)
+def test_the_fleet_view_serves_through_the_same_web_config(pki, tmp_path):
+    from monitor.service.fleet_view import FleetView
+
+    cfg = config_from_mapping({"service": {"web_config": str(pki / "web.yml")}})
+    view = FleetView(cfg, str(tmp_path / "view.duckdb"))
+    try:
+        view.start(0)
+        assert view.api is not None and view.api.url.startswith("https://")
+        ctx = _tls_client(pki / "server.crt")
+        for path in ("/api/cells", "/metrics", "/"):
+            status, _h, body = fetch(view.api.url + path, ctx)
+            assert (status, json.loads(body)) == (401, {"error": "unauthorized"}), path
+        assert fetch(view.api.url + "/api/cells", ctx, "prometheus", PASSWORD)[0] == 200
+        assert fetch(view.api.url + "/healthz", ctx)[0] == 200
+    finally:
+        view.close()

@@ -15,6 +15,7 @@ from consumers.base import (
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.service.app import MonitorService
+from tests.support.servers import wait_for
 from tests.support.store_reads import window_results
 
 CFG = config_from_mapping(
@@ -79,8 +80,11 @@ def test_tiers_are_pending_until_the_slow_axes_ran_then_real(service):
         assert e["explanation"].startswith(f"{e['metric']} by {e['attribute']} moved from Pending")
         assert "arrived at" in e["explanation"] and e["axes_before"]
     # the governance report, live at /, drawn from the service's own DuckDB file
-    status, page = _get(service.api.url + "/", timeout=120)  # drawn in seconds, not ms
-    assert status == 200 and b"model-00" in page and b"<svg" in page
+    # drawn in the background (seconds): the first answers say it is being prepared
+    status, page = wait_for(
+        "the drawn report", lambda: b"model-00" in (r := _get(service.api.url + "/"))[1] and r
+    )
+    assert status == 200 and b"<svg" in page
     assert not re.search(rb"(src|href)\s*=\s*[\"']?https?:", page)  # self-contained
     # /metrics shows one tier per cell and the job runs
     families = {f.name: f for f in text_string_to_metric_families(
@@ -197,3 +201,45 @@ def test_a_slow_scheduled_job_does_not_hold_back_hop_evaluations(tmp_path):
         assert evaluations == 4 + len(hops_done)
     finally:
         s.close()
+
+
+def _dominant(url):
+    text = _get(url + "/metrics")[1].decode()
+    return {
+        s.labels["reason"]: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "vfr_ingest_rejection_dominant"
+    }
+
+
+def test_most_input_dead_lettered_for_one_reason_is_logged_once_and_exported(service, caplog):
+    """Issue 22, finding 6: records of an unregistered model are refused one by one,
+    silently; the service says once what is refused, how much, and what would admit it,
+    and a gauge shows it while it lasts. /readyz stays ready (the service works as
+    configured; an unready pod would be restarted or unrouted and the gauge lost)."""
+    df = synthetic_window(1500, models=1, seed=5).drop(columns=["decision"])
+    df["model_id"] = "model-99"  # not in [[models]]
+    df["record_id"] = [f"u-{i}" for i in range(len(df))]
+    df["event_time"] = "2026-11-01T00:00:00Z"
+    payloads = [json.dumps(r).encode() for r in df.to_dict("records")]
+    with caplog.at_level("WARNING", logger="monitor.service.app"):
+        for lo in range(0, len(payloads), 500):
+            chunk = payloads[lo : lo + 500]
+            service.pipeline.ingest_batch(chunk, [Origin("t", 0, lo + i) for i in range(500)])
+    warned = [r.getMessage() for r in caplog.records if "dead letters" in r.getMessage()]
+    assert warned == [
+        "dead letters: 1000 of the last 1000 messages were dead-lettered as unknown_model; "
+        "to admit such records: register the model ids in [[models]] (or set [service] "
+        'unknown_models = "admit")'
+    ]
+    assert "model-99" not in warned[0]  # the reason and counts, not what the records hold
+    assert _dominant(service.api.url) == {"unknown_model": 1.0}
+    assert _get(service.api.url + "/readyz")[0] == 200
+    assert (
+        service.tally.summary() == "stored 0, duplicates 0, dead-lettered 1500 (unknown_model 1500)"
+    )
+
+    _feed(service, 2000, seed=6, start=len(payloads))  # registered: stored
+    assert _dominant(service.api.url) == {"unknown_model": 0.0}
+    assert service.tally.stored == 2000

@@ -105,6 +105,8 @@ def test_results_published_through_the_outbox_rebuild_the_same_tables(tmp_path):
             "axis2", "model-00", 600, pd.Timestamp("2026-11-03", tz="UTC"), 600, "[]")
         view.apply([(key.encode(), value.encode())])
         assert got.counts()["axis_results"] == 1
+        view.status_page()  # starts the drawing, in the background
+        assert view.page.wait_drawn(120)
         assert "Fairness reliability report" in view.status_page()
     finally:
         view.close()

@@ -4,6 +4,7 @@ a model gives the state a fresh restore from the store gives (no map left behind
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -54,10 +55,15 @@ def _feed(pipe: Pipeline, payloads: list[bytes], clock: _Clock, start: int = 0) 
 
 
 def _state(pipe: Pipeline, model_id: str) -> dict:
-    """Everything a model's state holds, comparable."""
+    """Everything a model's state holds, comparable. The published groups and window size
+    are left out on purpose: a restored model publishes none until 11 records of churn
+    after the restore (monitor.stream.publication.ModelPublication.hold); its cells'
+    releases and the churn counters are restored exactly and compared."""
     ms: ModelState = pipe._models[model_id]
     return {
-        "view": ms.view(),
+        "view": replace(ms.view(), published=None),
+        "churn": {a: c.tolist() for a, c in ms.window.churn.items()},
+        "published_cells": ms.publication.published_cells(),
         "evaluated": ms.evaluated,
         "since_eval": ms.since_eval,
         "last_eval_wall": ms.last_eval_wall,

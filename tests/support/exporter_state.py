@@ -105,6 +105,7 @@ def populate(exp: Exporter, st: State) -> None:
     st.model("xgb", window_records=5000, auroc=0.81, accuracy=0.77, last_evaluation_at=1.76e9)
     st.groups("xgb", "race", {"0": (10, 0.2), "1": (11, 0.5), "2": (500, 0.4)})
     exp.count_batch("scored", 100, 3, {"out_of_range:score": 2, "unknown_code:race": 1})
+    exp.set_dominant_rejections("scored", ["unknown_model"])
     st.lag["scored"] = {0: 12, 1: 0}
     exp.count_evaluation("xgb", 1.7)
     exp.count_old_events("xgb", 4)

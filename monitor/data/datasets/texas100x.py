@@ -72,6 +72,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DEFAULT_ATTRIBUTES
+from monitor.config.errors import MissingInputError, UserError
 from monitor.data.datasets import Dataset
 
 __all__ = [
@@ -83,6 +84,12 @@ __all__ = [
 ]
 
 NAME = "texas100x"
+
+
+class TexasInputError(UserError, ValueError):
+    """The user's Texas-100X file or column map cannot be read as Texas-100X; the message
+    names the file, the columns or the codes, never a row's values (so the CLI shows it)."""
+
 
 CREDIT = (
     "Texas Inpatient Public Use Data File (PUDF) 2006, Texas Health Care Information "
@@ -231,11 +238,13 @@ def load_texas100x(
         tally.total += len(chunk)
 
     if tally.total == 0:
-        raise ValueError(f"{NAME}: {path.name} has no data rows")
+        raise TexasInputError(f"{NAME}: {path.name} has no data rows")
     frame = pd.concat(parts, ignore_index=True)
     if frame.empty:
         counts = ", ".join(f"{k}={v}" for k, v in tally.dropped.items() if v)
-        raise ValueError(f"{NAME}: no usable rows in {path.name} ({tally.total} read; {counts})")
+        raise TexasInputError(
+            f"{NAME}: no usable rows in {path.name} ({tally.total} read; {counts})"
+        )
 
     code_like = [f for f in features if f in CODE_FEATURES and tally.non_numeric.get(f, 0) > 0]
     used = [_FEATURE_OUTPUT.get(f, f) for f in features if f not in code_like]
@@ -260,7 +269,7 @@ def _is_parquet(path: Path) -> bool:
 def _header(path: Path) -> tuple[list[str], bool]:
     """Column names of the file (without reading its rows) and whether it is Parquet."""
     if not path.exists():
-        raise FileNotFoundError(f"{NAME}: file not found: {path}")
+        raise MissingInputError(NAME, f"file not found: {path}")
     if _is_parquet(path):
         import pyarrow.parquet as pq
 
@@ -268,7 +277,7 @@ def _header(path: Path) -> tuple[list[str], bool]:
     try:
         return [str(c) for c in pd.read_csv(path, nrows=0).columns], False
     except pd.errors.EmptyDataError:
-        raise ValueError(f"{NAME}: {path.name} is empty (no header row)") from None
+        raise TexasInputError(f"{NAME}: {path.name} is empty (no header row)") from None
 
 
 def _find(header: list[str], wanted: str, what: str) -> str | None:
@@ -277,7 +286,7 @@ def _find(header: list[str], wanted: str, what: str) -> str | None:
         return wanted
     hits = [c for c in header if c.casefold() == wanted.casefold()]
     if len(hits) > 1:
-        raise ValueError(f"{NAME}: column for {what} is ambiguous: {', '.join(hits)}")
+        raise TexasInputError(f"{NAME}: column for {what} is ambiguous: {', '.join(hits)}")
     return hits[0] if hits else None
 
 
@@ -289,7 +298,7 @@ def _resolve_columns(
     unknown = sorted(set(overrides) - set(REQUIRED_COLUMNS) - set(FEATURE_COLUMNS))
     if unknown:
         allowed = ", ".join([*REQUIRED_COLUMNS, *FEATURE_COLUMNS])
-        raise ValueError(f"{NAME}: unknown key(s) in columns: {unknown}; allowed: {allowed}")
+        raise TexasInputError(f"{NAME}: unknown key(s) in columns: {unknown}; allowed: {allowed}")
 
     required: dict[str, str] = {}
     missing: list[str] = []
@@ -301,7 +310,7 @@ def _resolve_columns(
         else:
             required[name] = found
     if missing:
-        raise ValueError(
+        raise TexasInputError(
             f"{NAME}: required column(s) missing from {file_name}: {', '.join(missing)}"
         )
 
@@ -313,7 +322,7 @@ def _resolve_columns(
         if found is not None:
             features[name] = found
         elif name in overrides:  # asked for explicitly: a typo must not vanish silently
-            raise ValueError(f"{NAME}: column {wanted} ({name}) not found in {file_name}")
+            raise TexasInputError(f"{NAME}: column {wanted} ({name}) not found in {file_name}")
         else:
             absent.append(default)
     return required, features, absent
@@ -322,7 +331,7 @@ def _resolve_columns(
 def _norm_code(key: object) -> int | str:
     """A code as a lookup key: integers (however written) as int, other text stripped."""
     if isinstance(key, bool):
-        raise ValueError(f"{NAME}: age_codes: {key!r} is not a code")
+        raise TexasInputError(f"{NAME}: age_codes: {key!r} is not a code")
     if isinstance(key, numbers.Integral):
         return int(key)
     if isinstance(key, float) and key.is_integer():
@@ -330,7 +339,7 @@ def _norm_code(key: object) -> int | str:
     if isinstance(key, str) and key.strip():
         text = key.strip()
         return int(text) if _INT_TEXT.fullmatch(text) else text
-    raise ValueError(f"{NAME}: age_codes: {key!r} is not a code")
+    raise TexasInputError(f"{NAME}: age_codes: {key!r} is not a code")
 
 
 def _age_table(
@@ -343,13 +352,13 @@ def _age_table(
     table: dict[int | str, str | None] = {}
     for key, bucket in age_codes.items():
         if bucket is not None and bucket not in buckets:
-            raise ValueError(
+            raise TexasInputError(
                 f"{NAME}: age_codes: code {key!r} maps to {bucket!r}; "
                 f"allowed: {', '.join(buckets)} or None"
             )
         table[_norm_code(key)] = bucket
     if not table:
-        raise ValueError(f"{NAME}: age_codes is empty")
+        raise TexasInputError(f"{NAME}: age_codes is empty")
     return table, True
 
 
