@@ -47,6 +47,7 @@ from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import AttributeMPPD, EquiLenseResult
 from monitor import __version__
 from monitor.config import MonitorConfig
+from monitor.config.errors import UserError
 from monitor.core.events import CellEvent
 from monitor.core.privacy import (
     SMALL_CELL,
@@ -73,8 +74,9 @@ WITHHELD_TIER = SMALL_CELL_LABEL
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-class ReportInputError(ValueError):
-    """The input cannot be reported on; the message names the file or field."""
+class ReportInputError(UserError, ValueError):
+    """The input cannot be reported on; the message names the file, field or option (a
+    user's mistake: the CLI prints it as it is)."""
 
 
 def whole_day(option: str, value: str | date | None) -> date | None:

@@ -243,7 +243,7 @@ def _model_view(m: ModelReport, data: ReportData) -> dict[str, Any]:
         "figures": figs,
         "records": None if m.records is None else fmt_count(m.records),
         "evaluations": m.evaluations,
-        "period": _period_line(m, data),
+        "period": _period_line(m),
         "axes_note": m.axes_note,
         "axis3_note": (
             ""
@@ -258,7 +258,7 @@ def _day_text(d: Any) -> str:
     return "" if d is None else f"{d:%Y-%m-%d}"
 
 
-def _period_line(m: ModelReport, data: ReportData) -> dict[str, str] | None:
+def _period_line(m: ModelReport) -> dict[str, str] | None:
     """What a period filter gave this model: its days, widened to whole release blocks of at
     least SMALL_CELL records, and their records (rounded, or withheld)."""
     p = m.period

@@ -116,11 +116,15 @@ def event_sentence(
     (:func:`monitor.core.explain.explain_event`), from the axes stored with the event
     and the pass rule of the cell at the event, so a page and an alert read the same.
 
-    A cell withheld by the small-cell rule (or with no stored evaluation) keeps its
-    old and new values and no number.
+    A cell withheld by the small-cell rule (or with no stored evaluation) says what kind
+    of change it was and nothing else: its old and new verdicts or tiers rest on the same
+    few records as its figures.
     """
     if cur is None or cur.suppressed:
-        what = "flipped" if e.kind == "verdict_flip" else "moved"
+        what = "verdict flipped" if e.kind == "verdict_flip" else "tier changed"
         label = cell_label(e.metric, e.attribute)
-        return f"{label} {what} from {e.old} to {e.new} (fewer than {SMALL_CELL} records)."
+        return (
+            f"The {what} for {label}; its window held fewer than {SMALL_CELL} records, so "
+            f"the verdicts and tiers are withheld ({SMALL_CELL_LABEL})."
+        )
     return explain_event(e, Cutoffs(cur.threshold, cur.direction, tau, n_field, kappa_cutoff))

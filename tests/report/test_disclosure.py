@@ -27,9 +27,10 @@ from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.cli import main
 from monitor.config import config_from_mapping
+from monitor.core.explain import tier_name
 from monitor.core.privacy import ROUNDING_BASE, SMALL_CELL, rounded_count
-from monitor.report.data import ReportInputError, read_database
-from monitor.report.render import render_report
+from monitor.report.data import EventRow, ReportInputError, cell_from_result, read_database
+from monitor.report.render import event_lines, render_report
 from monitor.service.app import MonitorService
 
 CFG = config_from_mapping(
@@ -425,3 +426,25 @@ def _records_between(db_path, model: str, start: date | None, end: date | None) 
         sql += f" AND {day} < ?"
         params.append(end)
     return int(_exact(db_path, sql, tuple(params))[0][0])
+
+
+def test_an_event_of_a_withheld_cell_shows_neither_verdict_nor_tier(db):
+    """The old and new verdict (or tier) of an event rest on its window's records: in a
+    window of fewer than 11 the event line says only that the cell changed."""
+    with duckdb.connect(str(db[0]), read_only=True) as conn:
+        data = read_database(conn, CFG, models=[BIG])
+    r = {"model_id": BIG, "metric": "DI", "attribute": "race", "threshold": 0.8,
+         "direction": ">=", "value": 0.5, "window_n": SMALL_CELL - 1, "evaluation": 7,
+         "tier": "High-Variance", "dominant_verdict": "fail"}  # fmt: skip
+    cur = cell_from_result(r)
+    for kind, old, new in (("verdict_flip", "pass", "fail"),
+                           ("tier_change", "Practical-Stability", "High-Variance")):  # fmt: skip
+        e = EventRow(kind=kind, model_id=BIG, metric="DI", attribute="race", old=old, new=new,
+                     confirmed=True, direction="x", evaluation=7, id=1, at=None)  # fmt: skip
+        m = data.model(BIG)
+        m.events, m.event_context = [e], {1: cur}
+        (line,) = event_lines(m, data)
+        said = f"{line.change} {line.sentence}"
+        for word in (old, new, tier_name(old), tier_name(new)):
+            assert word not in said, (word, said)
+        assert line.change == f"<{SMALL_CELL}"
