@@ -130,20 +130,16 @@ def _cmd_intervene(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from datetime import datetime
-
-    from monitor.report.data import ReportInputError
+    from monitor.report.data import ReportInputError, whole_day
     from monitor.report.render import write_report
 
-    try:
-        since = datetime.fromisoformat(args.since) if args.since else None
-    except ValueError:
-        raise ConfigError("--since", f"{args.since!r} is not a date (YYYY-MM-DD)") from None
     config = load_config(args.config) if args.config else None
     try:
+        # whole UTC days only (a time of day is refused, naming the option)
+        since, until = whole_day("--since", args.since), whole_day("--until", args.until)
         path, note = write_report(
             db=args.db, audit_dir=args.audit_dir, out=args.out, models=args.model, since=since,
-            compare=tuple(args.compare) if args.compare else None, config=config,
+            until=until, compare=tuple(args.compare) if args.compare else None, config=config,
             interventions=args.interventions,
         )  # fmt: skip
     except ReportInputError as exc:
@@ -535,7 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--audit-dir", default=None, help="an offline audit's output directory")
     rp.add_argument("--out", default=None, help="file or directory (default: here; versioned)")
     rp.add_argument("--model", action="append", default=None, help="only this model (repeat)")
-    rp.add_argument("--since", default=None, help="only evaluations from this date (YYYY-MM-DD)")
+    rp.add_argument("--since", default=None, help="first UTC day of the period (YYYY-MM-DD)")
+    rp.add_argument("--until", default=None, help="last UTC day of the period (YYYY-MM-DD)")
     rp.add_argument("--compare", nargs=2, metavar=("MODEL_A", "MODEL_B"), default=None)
     rp.add_argument("--config", default=None, help="the TOML config the service ran with")
     rp.add_argument(

@@ -210,6 +210,33 @@ def published_family(sizes: Mapping[K, int | str]) -> dict[K, int | str]:
     }
 
 
+def period_blocks(counts: Sequence[int]) -> list[int]:
+    """Where the release blocks of consecutive periods (days with records, in time order,
+    ``counts`` their records) start: the indices of the periods that open a block.
+
+    Scanning forward, a block closes at the first period after it holds
+    :data:`SMALL_CELL` records; a last block holding fewer joins the one before. Every
+    block then holds at least SMALL_CELL records (when all of them together do), so two
+    period filters widened to whole blocks differ by no record or by at least
+    SMALL_CELL: no difference of two reports rests on one small day.
+
+    >>> period_blocks([30, 4, 20, 20, 3])
+    [0, 1, 3]
+    >>> period_blocks([4, 4, 4]), period_blocks([])
+    ([0], [])
+    """
+    starts: list[int] = []
+    held = 0
+    for i, n in enumerate(counts):
+        if not starts or held >= SMALL_CELL:
+            starts.append(i)
+            held = 0
+        held += int(n)
+    if len(starts) > 1 and held < SMALL_CELL:
+        starts.pop()
+    return starts
+
+
 # ----------------------------------------------------------------------------- releases
 def releasable(churn_since: Iterable[int]) -> bool:
     """Whether new figures may replace the released ones: every group (or model) they are

@@ -8,19 +8,32 @@ service's API uses), and parses what they return here. The offline audit leaves
 history, no events).
 
 The small-cell rule is applied here, once, for every figure the page can show: a
-cell evaluated on fewer than :data:`SMALL_CELL` records, an MPPD entry with fewer
-pairs and a volume count below it are turned into ``None`` with ``suppressed``
-set, so no later step can draw them by mistake.
+cell evaluated on fewer than :data:`SMALL_CELL` records (its tier too), an MPPD entry
+with fewer pairs, a volume count below it and a scheduled axis computed on a cohort
+below it are turned into ``None`` with ``suppressed`` set, so no later step can draw
+them by mistake. Counts that need not be exact (records, volumes, pairs, dead letters,
+stream positions) leave here rounded to :data:`~monitor.core.privacy.ROUNDING_BASE`,
+and a per-group family (the months of a model, the groups of an MPPD attribute) gets
+secondary suppression (:func:`~monitor.core.privacy.suppressed_groups`), so no total
+minus the parts shown gives a withheld one.
+
+Period filters are whole UTC days, widened to whole release blocks of at least
+SMALL_CELL records (:func:`~monitor.core.privacy.period_blocks`), so two reports of
+neighbouring periods differ by no record or by at least SMALL_CELL; a model whose
+period holds 1 to SMALL_CELL - 1 records is withheld as a whole (docs/decisions.md,
+"Disclosure control in the report").
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +47,19 @@ from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import AttributeMPPD, EquiLenseResult
 from monitor import __version__
 from monitor.config import MonitorConfig
+from monitor.config.errors import UserError
 from monitor.core.events import CellEvent
-from monitor.core.privacy import SMALL_CELL
+from monitor.core.privacy import (
+    SMALL_CELL,
+    SMALL_CELL_LABEL,
+    period_blocks,
+    published_count,
+    reportable,
+    rounded_count,
+    suppressed_groups,
+)
 from monitor.store import queries
-from monitor.stream.axis_payloads import axis_results
+from monitor.stream.axis_payloads import axis_result
 
 #: Points per cell kept for the time-series figures (event evaluations are always kept).
 MAX_POINTS = 400
@@ -45,8 +67,50 @@ MAX_POINTS = 400
 AUROC_MAX_RECORDS = 200_000
 
 
-class ReportInputError(ValueError):
-    """The input cannot be reported on; the message names the file or field."""
+#: The tier a cell withheld by the small-cell rule shows: the tier rests on the window's
+#: figures (flip rate, audit size, hospital agreement), so it is withheld with them.
+WITHHELD_TIER = SMALL_CELL_LABEL
+
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+class ReportInputError(UserError, ValueError):
+    """The input cannot be reported on; the message names the file, field or option (a
+    user's mistake: the CLI prints it as it is)."""
+
+
+def whole_day(option: str, value: str | date | None) -> date | None:
+    """A period filter's day (a UTC calendar day), or None for no filter.
+
+    Only whole days are taken: a time of day lets two reports a few hours apart be
+    subtracted, and bisecting the time then dates each record (issue 21).
+
+    >>> whole_day("--since", "2026-03-10"), whole_day("--since", None)
+    (datetime.date(2026, 3, 10), None)
+    >>> whole_day("--since", "2026-03-10T06:00")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    monitor.report.data.ReportInputError: --since '2026-03-10T06:00': not a whole day; ...
+    """
+    if value is None:
+        return None
+    bad = ReportInputError(
+        f"{option} {str(value)!r}: not a whole day; give a date YYYY-MM-DD "
+        "(periods are whole UTC days)"
+    )
+    if isinstance(value, datetime):
+        t = value.astimezone(UTC) if value.tzinfo is not None else value
+        if t.time() != time(0):
+            raise bad
+        return t.date()
+    if isinstance(value, date):
+        return value
+    if not _DAY.fullmatch(str(value)):
+        raise bad
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        raise bad from None
 
 
 # --------------------------------------------------------------------------- typed rows
@@ -80,7 +144,7 @@ class CellPoint:
     partial: bool = False
     n_pass: int | None = None
     K: int | None = None
-    suppressed: bool = False  # window_n < SMALL_CELL: nothing numeric may be shown
+    suppressed: bool = False  # window_n < SMALL_CELL: no figure (nor tier) may be shown
 
     @property
     def key(self) -> tuple[str, str]:
@@ -147,15 +211,32 @@ class MPPDAttribute:
 
 @dataclass(frozen=True)
 class VolumePoint:
-    """Records of one model in one calendar month (None: fewer than SMALL_CELL)."""
+    """Records of one model in one calendar month, rounded (None: withheld, as a month of
+    1 to SMALL_CELL - 1 records or by secondary suppression)."""
 
     month: str
     records: int | None
 
 
 @dataclass(frozen=True)
+class ModelPeriod:
+    """The days one model's period figures rest on: [start, end) in whole UTC days (None:
+    open), the filter's days widened to whole release blocks; ``records`` as published
+    (rounded, or "<11": the period is withheld as a whole)."""
+
+    start: date | None
+    end: date | None
+    records: int | str
+    filtered: bool
+
+    @property
+    def withheld(self) -> bool:
+        return self.records == SMALL_CELL_LABEL
+
+
+@dataclass(frozen=True)
 class AurocPoint:
-    records: int  # stream position at the block's end
+    records: int  # stream position at the block's end, rounded
     auroc: float
 
 
@@ -183,8 +264,11 @@ class ModelReport:
     axis3: Axis3Summary | None = None
     mppd: list[MPPDAttribute] = field(default_factory=list)
     mppd_note: str = ""
-    records: int | None = None
+    #: why Axis 2 and Axis 3 show nothing ("" when they show what they have)
+    axes_note: str = ""
+    records: int | str | None = None  # records received, as published (rounded or "<11")
     evaluations: int | None = None
+    period: ModelPeriod | None = None
     volume: list[VolumePoint] = field(default_factory=list)
     auroc: list[AurocPoint] = field(default_factory=list)
 
@@ -215,9 +299,11 @@ class ReportData:
     n_field: int
     kappa_cutoff: float
     confirm_windows: int
-    dead_letters: int | None = None
+    dead_letters: int | str | None = None  # as published (rounded or "<11")
     jobs: list[JobSummary] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the period filter asked for: first and last UTC day (None: open); None: no filter
+    days: tuple[date | None, date | None] | None = None
 
     def model(self, model_id: str) -> ModelReport:
         for m in self.models:
@@ -275,14 +361,14 @@ def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPo
         ci_high=shown(r.get("ci_high")),
         dominant_verdict=None if small else r.get("dominant_verdict"),
         point_verdict=None if small else r.get("point_verdict"),
-        tier=str(r.get("tier") or "Pending"),
-        confirmed_tier=r.get("confirmed_tier"),
+        tier=WITHHELD_TIER if small else str(r.get("tier") or "Pending"),
+        confirmed_tier=None if small else r.get("confirmed_tier"),
         confirmed_verdict=None if small else r.get("confirmed_verdict"),
         n_star=shown(r.get("n_star")),
         kappa=shown(r.get("kappa")),
-        failed_axes=tuple(r.get("failed_axes") or ()),
-        pending_axes=tuple(r.get("pending_axes") or ()),
-        partial=bool(r.get("partial")),
+        failed_axes=() if small else tuple(r.get("failed_axes") or ()),
+        pending_axes=() if small else tuple(r.get("pending_axes") or ()),
+        partial=False if small else bool(r.get("partial")),
         n_pass=None if small else _int(r.get("n_pass")),
         K=_int(r.get("K")),
         suppressed=small,
@@ -312,12 +398,12 @@ def cell_from_audit(c: AuditCell) -> CellPoint:
         ci_high=shown(c.ci_high),
         dominant_verdict=None if small else c.dominant_verdict,
         point_verdict=None if small else c.point_verdict,
-        tier="Pending" if small else c.tier.tier.value,
+        tier=WITHHELD_TIER if small else c.tier.tier.value,
         n_star=shown(c.n_star),
         kappa=shown(c.kappa),
-        failed_axes=c.tier.failed_axes,
-        pending_axes=c.tier.pending_axes,
-        partial=c.tier.partial,
+        failed_axes=() if small else c.tier.failed_axes,
+        pending_axes=() if small else c.tier.pending_axes,
+        partial=False if small else c.tier.partial,
         n_pass=None if small else c.n_pass,
         K=c.K,
         suppressed=small,
@@ -367,19 +453,42 @@ def _pairs_shown(pairs: int | str) -> int | None:
     return pairs if isinstance(pairs, int) and pairs >= SMALL_CELL else None
 
 
+def _pair_size(pairs: int | str) -> int:
+    """A pair count for secondary suppression: a withheld one ("<11") counts as 1, the
+    fewest it can hold, so the withheld entries are never assumed to hold more than they
+    may."""
+    return pairs if isinstance(pairs, int) else 1
+
+
+def _family_hidden(sizes: Mapping[Any, int | str]) -> frozenset[Any]:
+    """The entries of one per-group family to withhold: primary (below SMALL_CELL, or
+    withheld by the writer) and secondary (:func:`suppressed_groups`)."""
+    primary = {k for k, n in sizes.items() if _pairs_shown(n) is None}
+    return frozenset(primary | suppressed_groups({k: _pair_size(n) for k, n in sizes.items()}))
+
+
+def _either(a: int | str, b: int | str) -> int | str:
+    """One count for a pair of groups whichever is the anchor: the smaller, withheld when
+    either is."""
+    return min(a, b) if isinstance(a, int) and isinstance(b, int) else SMALL_CELL_LABEL
+
+
 def mppd_attributes(per_attr: Mapping[str, AttributeMPPD]) -> list[MPPDAttribute]:
     """One model's MPPD per attribute, with the small-cell rule re-applied.
 
     The service already withholds means over fewer than 11 pairs ("<11"); an older file
-    or another writer may not have, so the rule is applied here again.
+    or another writer may not have, so the rule is applied here again, with secondary
+    suppression over the groups of the attribute (the reference bars, and the pairs of
+    groups of the matrix), and the pair counts shown rounded.
     """
     out = []
     for attr, entry in per_attr.items():
         ref, pw = entry.reference, entry.pairwise
+        hidden = _family_hidden({g.group: g.pairs for g in ref.groups})
         bars = []
         for g in ref.groups:
-            pairs = _pairs_shown(g.pairs)
-            small = pairs is None
+            small = g.group in hidden
+            pairs = None if small else rounded_count(g.pairs)  # type: ignore[arg-type]
             bars.append(
                 ReferenceBar(
                     group=g.group,
@@ -390,7 +499,17 @@ def mppd_attributes(per_attr: Mapping[str, AttributeMPPD]) -> list[MPPDAttribute
                     suppressed=small,
                 )
             )
-        pairs_rows = tuple(tuple(_pairs_shown(n) for n in row) for row in pw.pairs)
+        k = len(pw.groups)
+        cells = _family_hidden(
+            {(i, j): _either(pw.pairs[i][j], pw.pairs[j][i]) for i in range(k) for j in range(i, k)}
+        )
+        pairs_rows = tuple(
+            tuple(
+                None if (min(i, j), max(i, j)) in cells else rounded_count(pw.pairs[i][j])  # type: ignore[arg-type]
+                for j in range(k)
+            )
+            for i in range(k)
+        )
         means = tuple(
             tuple(_num(m) if n is not None else None for m, n in zip(mr, pr, strict=True))
             for mr, pr in zip(pw.means, pairs_rows, strict=True)
@@ -548,9 +667,75 @@ def _history(
     return out
 
 
-def _volume(c: duckdb.DuckDBPyConnection, model: str, since: datetime | None) -> list[VolumePoint]:
-    rows = queries.monthly_records(c, model, since)
-    return [VolumePoint(m, int(n) if n >= SMALL_CELL else None) for m, n in rows]
+def snap_period(
+    days: Sequence[tuple[date, int]], first: date | None, end: date | None
+) -> tuple[date | None, date | None]:
+    """The days [start, end) a model's period figures rest on, for a filter of the days
+    [first, end) (None: open): the whole release blocks (:func:`period_blocks` over the
+    model's days with records) holding a record of those days; (first, end) as asked
+    when they hold none. A start or end that is the edge of the data stays open (None).
+
+    >>> d = [(date(2026, 3, k), n) for k, n in ((1, 30), (2, 4), (3, 20), (4, 20), (5, 3))]
+    >>> snap_period(d, date(2026, 3, 2), None) == snap_period(d, date(2026, 3, 3), None)
+    True
+    >>> snap_period(d, date(2026, 3, 3), None)
+    (datetime.date(2026, 3, 2), None)
+    >>> snap_period(d, None, date(2026, 3, 5))  # the last block holds 23 records
+    (None, None)
+    """
+    starts = period_blocks([n for _, n in days])
+    inside = [i for i, (d, _) in enumerate(days) if _in(d, first, end)]
+    if not inside:
+        return first, end
+    b0 = bisect.bisect_right(starts, inside[0]) - 1
+    b1 = bisect.bisect_right(starts, inside[-1]) - 1
+    start = None if b0 == 0 else days[starts[b0]][0]
+    stop = None if b1 + 1 >= len(starts) else days[starts[b1 + 1]][0]
+    return start, stop
+
+
+def _in(d: date, start: date | None, end: date | None) -> bool:
+    return (start is None or d >= start) and (end is None or d < end)
+
+
+def _at_in(t: datetime | None, start: date | None, end: date | None) -> bool:
+    """Whether a point at event time ``t`` belongs to the days [start, end) (a point of
+    unknown time stays, as it did before filters snapped)."""
+    return t is None or _in(t.astimezone(UTC).date(), start, end)
+
+
+def monthly_volume(days: Iterable[tuple[date, int]]) -> list[VolumePoint]:
+    """Records per calendar month as published: rounded, a month of 1 to SMALL_CELL - 1
+    records withheld, and secondary suppression over the months (the months of a model
+    are one family: its total minus the months shown must not give one month).
+
+    >>> [(v.month, v.records) for v in monthly_volume(
+    ...     [(date(2026, 1, 3), 846), (date(2026, 2, 1), 701), (date(2026, 3, 9), 4)])]
+    [('2026-01', 845), ('2026-02', None), ('2026-03', None)]
+    """
+    months: dict[str, int] = {}
+    for d, n in days:
+        key = f"{d:%Y-%m}"
+        months[key] = months.get(key, 0) + int(n)
+    hidden = suppressed_groups(months)
+    return [VolumePoint(m, None if m in hidden else rounded_count(n)) for m, n in months.items()]
+
+
+def model_period(
+    c: duckdb.DuckDBPyConnection, model: str, filt: tuple[date | None, date | None] | None
+) -> tuple[ModelPeriod, list[VolumePoint]]:
+    """A model's period (the filter's days widened to whole release blocks) and its
+    monthly volume; a period of 1 to SMALL_CELL - 1 records is withheld as a whole."""
+    days = queries.daily_records(c, model)
+    if filt is None:
+        start = end = None
+    else:
+        last = filt[1]
+        start, end = snap_period(days, filt[0], None if last is None else last + timedelta(1))
+    mine = [(d, n) for d, n in days if _in(d, start, end)]
+    total = sum(n for _, n in mine)
+    period = ModelPeriod(start, end, published_count(total) if total else 0, filt is not None)
+    return period, ([] if period.withheld else monthly_volume(mine))
 
 
 def rolling_auroc(label: np.ndarray, score: np.ndarray, block: int, end: int) -> list[AurocPoint]:
@@ -569,13 +754,43 @@ def rolling_auroc(label: np.ndarray, score: np.ndarray, block: int, end: int) ->
         pos = int(y.sum())
         if pos < SMALL_CELL or block - pos < SMALL_CELL:
             continue
-        out.append(AurocPoint(end - n + s + block, float(roc_auc_score(y, score[s : s + block]))))
+        # the block's end is a stream position, i.e. a record count: published rounded
+        at = rounded_count(end - n + s + block)
+        out.append(AurocPoint(at, float(roc_auc_score(y, score[s : s + block]))))
     return out
 
 
 def _auroc(c: duckdb.DuckDBPyConnection, model: str, block: int, records: int) -> list[AurocPoint]:
     label, score = queries.latest_labels_scores(c, model, AUROC_MAX_RECORDS)
     return rolling_auroc(label, score, block, max(records, len(label)))
+
+
+def _latest_axis(c: duckdb.DuckDBPyConnection, axis: str, model: str) -> tuple[Any, bool]:
+    """A model's latest result of one scheduled axis, typed (None: none stored), and
+    whether it was withheld: computed on a cohort of fewer than SMALL_CELL records."""
+    rows = queries.axis_history(c, axis, model, limit=1)
+    if not rows:
+        return None, False
+    if not reportable(rows[0]["cohort_n"]):
+        return None, True
+    return axis_result(axis, rows[0]["payload"]), False
+
+
+def _without_axes(p: CellPoint, axis2: bool, axis3: bool) -> CellPoint:
+    """A cell whose model's Axis 2 (N*) or Axis 3 (kappa) rests on a cohort of fewer than
+    SMALL_CELL records: those figures, and the tier resting on them, withheld."""
+    if not (axis2 or axis3) or p.suppressed:
+        return p
+    return replace(
+        p,
+        n_star=None if axis2 else p.n_star,
+        kappa=None if axis3 else p.kappa,
+        tier=WITHHELD_TIER,
+        confirmed_tier=None,
+        failed_axes=(),
+        pending_axes=(),
+        partial=False,
+    )
 
 
 def _jobs(c: duckdb.DuckDBPyConnection, since: datetime | None) -> list[JobSummary]:
@@ -600,19 +815,115 @@ def _downsample(points: list[CellPoint], keep: set[int]) -> list[CellPoint]:
     return [p for i, p in enumerate(points) if i in idx or p.evaluation in keep]
 
 
+def _events(
+    c: duckdb.DuckDBPyConnection, model: str, times: dict[tuple[str, int], datetime | None]
+) -> list[EventRow]:
+    return [
+        EventRow(
+            **{f.name: getattr(s.event, f.name) for f in fields(CellEvent)},
+            id=s.id,
+            at=times.get((s.event.model_id, s.event.evaluation)),
+        )
+        for s in queries.model_events(c, model)
+    ]
+
+
+def _set_axes(c: duckdb.DuckDBPyConnection, mr: ModelReport) -> tuple[bool, bool]:
+    """The model's latest Axis 2, Axis 3 and MPPD results, each only when its cohort held
+    at least SMALL_CELL records; returns which of Axis 2 and Axis 3 were withheld."""
+    a2, small2 = _latest_axis(c, "axis2", mr.model_id)
+    a3, small3 = _latest_axis(c, "axis3", mr.model_id)
+    eq, small_eq = _latest_axis(c, "equilense", mr.model_id)
+    if a2 is not None:
+        mr.n_star = list(a2)
+    if a3 is not None:
+        mr.axis3 = axis3_summary(a3)
+    if eq is not None:
+        _set_mppd(mr, eq)
+    small = [name for name, s in (("audit size (Axis 2)", small2),
+                                  ("hospital agreement (Axis 3)", small3)) if s]  # fmt: skip
+    if small:
+        what = " and ".join(small)
+        mr.axes_note = (
+            f"{what[0].upper()}{what[1:]} withheld: the model's audit cohort holds fewer than "
+            f"{SMALL_CELL} records."
+        )
+    if small_eq:
+        mr.mppd_note = (
+            f"Matched-pair differences withheld: the model's audit cohort holds fewer than "
+            f"{SMALL_CELL} records."
+        )
+    return small2, small3
+
+
+def _read_model(
+    c: duckdb.DuckDBPyConnection,
+    model: str,
+    cfg: MonitorConfig,
+    times: dict[tuple[str, int], datetime | None],
+    filt: tuple[date | None, date | None] | None,
+    progress: tuple[int | None, int | None],
+) -> ModelReport:
+    """One model's part of the page, with the small-cell rule applied to every figure."""
+    latest = [
+        cell_from_result(r, times.get((model, int(r.get("evaluation") or 0))))
+        for r in queries.latest_cells(c, model)
+    ]
+    history = _history(c, model, times)
+    events = _events(c, model, times)
+    context = {
+        e.id: event_context(history.get((e.metric, e.attribute), []), e)
+        for e in events
+        if e.confirmed
+    }
+    period, volume = model_period(c, model, filt)
+    if period.withheld:  # 1 to 10 records in the period: withheld as a whole
+        events, history = [], {}
+    else:
+        events = [e for e in events if _at_in(e.at, period.start, period.end)]
+        history = {
+            k: [p for p in v if _at_in(p.at, period.start, period.end)] for k, v in history.items()
+        }
+    records, evaluations = progress
+    mr = ModelReport(model_id=model, cells=latest, records=None, evaluations=evaluations)
+    mr.period, mr.volume = period, volume
+    small2, small3 = _set_axes(c, mr)
+    guard = bool(_guard_notes(cfg))
+
+    def shown(p: CellPoint) -> CellPoint:
+        return _without_axes(_withheld(p) if guard else p, small2, small3)
+
+    confirmed = [e for e in events if e.confirmed]
+    keep = {e.evaluation for e in confirmed}
+    mr.cells = [shown(p) for p in latest]
+    mr.history = {k: _downsample([shown(p) for p in v], keep) for k, v in history.items()}
+    mr.events = confirmed
+    mr.raw_events = len(events) - len(confirmed)
+    mr.event_context = {
+        e.id: None if context[e.id] is None else shown(context[e.id])  # type: ignore[arg-type]
+        for e in confirmed
+    }
+    mr.auroc = _auroc(c, model, cfg.window.hop_records, records or 0)
+    mr.records = None if records is None else published_count(records)
+    return mr
+
+
 def read_database(
     conn: duckdb.DuckDBPyConnection,
     config: MonitorConfig | None = None,
     *,
     models: list[str] | None = None,
-    since: datetime | None = None,
+    since: date | str | None = None,
+    until: date | str | None = None,
     source_name: str = "DuckDB",
 ) -> ReportData:
     """Read a service's DuckDB file (through ``conn``; SELECT only) into a ReportData.
 
     ``config``: what the service ran with, when known (its hash goes in the header;
-    without it the thresholds stored with the results are hashed). ``since`` keeps
-    evaluations, events and volumes whose event time is at or after it.
+    without it the thresholds stored with the results are hashed). ``since`` and
+    ``until``: the first and last UTC day of the period (whole days only, see
+    :func:`whole_day`); each model's evaluations, events and volumes are those of the
+    period widened to whole release blocks (:func:`snap_period`).
     """
     cfg = config or MonitorConfig()
     c = conn
@@ -621,8 +932,10 @@ def read_database(
         raise ReportInputError(
             f"{source_name}: not a vfr-monitor database (no table {sorted(missing)[0]})"
         )
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
+    first, last = whole_day("--since", since), whole_day("--until", until)
+    if first is not None and last is not None and last < first:
+        raise ReportInputError(f"--until {last}: before --since {first}")
+    filt = None if first is None and last is None else (first, last)
     times = {k: _ts(t) for k, t in queries.evaluation_times(c).items()}
     stored = queries.models_with_cells(c)
     if models:
@@ -633,68 +946,8 @@ def read_database(
             )
         stored = [m for m in stored if m in models]
     state = queries.model_progress(c)
-    # the stored JSON, typed right after the read
-    axis2 = axis_results("axis2", queries.latest_axis_results(c, "axis2"))
-    axis3 = axis_results("axis3", queries.latest_axis_results(c, "axis3"))
-    eq = axis_results("equilense", queries.latest_axis_results(c, "equilense"))
-    hop = cfg.window.hop_records
-    guard = _guard_notes(cfg)
-    out_models = []
-    all_cells: list[CellPoint] = []
-    for model in stored:
-        latest = []
-        for r in queries.latest_cells(c, model):
-            latest.append(cell_from_result(r, times.get((model, int(r.get("evaluation") or 0)))))
-        history = _history(c, model, times)
-        events = [
-            EventRow(
-                **{f.name: getattr(s.event, f.name) for f in fields(CellEvent)},
-                id=s.id,
-                at=times.get((s.event.model_id, s.event.evaluation)),
-            )
-            for s in queries.model_events(c, model)
-        ]
-        context = {
-            e.id: event_context(history.get((e.metric, e.attribute), []), e)
-            for e in events
-            if e.confirmed
-        }
-        if since is not None:
-            events = [e for e in events if e.at is None or e.at >= since]
-            history = {
-                k: [p for p in v if p.at is None or p.at >= since] for k, v in history.items()
-            }
-        if guard:
-            latest = [_withheld(p) for p in latest]
-            history = {k: [_withheld(p) for p in v] for k, v in history.items()}
-        confirmed = [e for e in events if e.confirmed]
-        keep = {e.evaluation for e in confirmed}
-        history = {k: _downsample(v, keep) for k, v in history.items()}
-        records, evaluations = state.get(model, (None, None))
-        mr = ModelReport(
-            model_id=model,
-            cells=latest,
-            history=history,
-            events=confirmed,
-            raw_events=len(events) - len(confirmed),
-            records=records,
-            evaluations=evaluations,
-            event_context={e.id: context[e.id] for e in confirmed},
-        )
-        if guard:
-            mr.event_context = {
-                k: None if p is None else _withheld(p) for k, p in mr.event_context.items()
-            }
-        if model in axis2:
-            mr.n_star = list(axis2[model])
-        if model in axis3:
-            mr.axis3 = axis3_summary(axis3[model])
-        for result in eq.values():
-            _set_mppd(mr, result)
-        mr.volume = _volume(c, model, since)
-        mr.auroc = _auroc(c, model, hop, records or 0)
-        out_models.append(mr)
-        all_cells.extend(latest)
+    out_models = [_read_model(c, m, cfg, times, filt, state.get(m, (None, None))) for m in stored]
+    all_cells = [p for mr in out_models for p in mr.cells]
     metrics, attributes = _axis_names(all_cells, cfg)
     for mr in out_models:
         mr.cells = _ordered(mr.cells, metrics, attributes)
@@ -712,16 +965,17 @@ def read_database(
             models=out_models,
             metrics=metrics,
             attributes=attributes,
-            dead_letters=dead,
-            jobs=_jobs(c, since),
-            notes=guard,
+            dead_letters=published_count(dead) if dead else 0,
+            jobs=_jobs(c, None if first is None else datetime.combine(first, time(0), UTC)),
+            notes=_guard_notes(cfg),
+            days=filt,
         )
     )
 
 
 def _withheld(p: CellPoint) -> CellPoint:
-    from dataclasses import replace
-
+    """A cell with every figure withheld (the guard when min_group_support is below
+    SMALL_CELL): its tier rests on them, so it goes too."""
     return replace(
         p,
         value=None,
@@ -734,6 +988,11 @@ def _withheld(p: CellPoint) -> CellPoint:
         n_star=None,
         kappa=None,
         n_pass=None,
+        tier=WITHHELD_TIER,
+        confirmed_tier=None,
+        failed_axes=(),
+        pending_axes=(),
+        partial=False,
         suppressed=True,
     )
 
@@ -780,10 +1039,17 @@ def read_audit_dir(
     for model in names:
         mine = _ordered([c for c in cells if c.model_id == model], metrics, attributes)
         mr = ModelReport(model_id=model, cells=mine)
-        mr.axis3 = _audit_axis3(audit, model, cfg)
+        cohort = max((c.window_n for c in mine), default=0)
+        if reportable(cohort):
+            mr.axis3 = _audit_axis3(audit, model, cfg)
+        else:  # the audit's cells.json withholds a cohort under 11: so does its page
+            mr.axes_note = (
+                f"Hospital agreement (Axis 3) withheld: the audit cohort holds fewer than "
+                f"{SMALL_CELL} records."
+            )
         if eq is not None:
             _set_mppd(mr, eq)
-        mr.records = max((c.window_n for c in mine), default=None)
+        mr.records = published_count(cohort) if cohort else None
         out.append(mr)
     notes = [*guard, *(str(n) for n in raw.get("notes", []))]
     return ReportData(

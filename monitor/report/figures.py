@@ -29,6 +29,7 @@ from batch_axes.axis3 import LANDIS_KOCH
 from monitor.core.explain import tier_name
 from monitor.core.privacy import SMALL_CELL_LABEL as WITHHELD
 from monitor.report.data import (
+    WITHHELD_TIER,
     CellPoint,
     EventRow,
     ModelReport,
@@ -43,6 +44,8 @@ TIER_COLOURS = {
     "Pending": "#C8C8C8",
 }
 TIER_ORDER = tuple(TIER_COLOURS)
+#: A cell whose tier is withheld (small-cell rule): white, so no colour says a tier.
+WITHHELD_COLOUR = "#FFFFFF"
 BLUE, SKY, PURPLE, BLACK = "#0072B2", "#56B4E9", "#CC79A7", "#000000"
 LINE_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 
@@ -129,7 +132,7 @@ def tier_grid(
     """Metric rows x attribute columns, coloured by tier, with tier, verdict and VFR in text.
 
     Each cell's rectangle has the SVG id ``tier--<model>--<metric>--<attribute>--<tier>``
-    (tests compare it with the database).
+    (tests compare it with the database); a withheld cell's tier reads ``Withheld``.
     """
     with plt.rc_context(_RC):
         fig = _figure(1.0 + 1.6 * len(attributes), 0.5 + 0.55 * len(metrics))
@@ -140,13 +143,20 @@ def tier_grid(
         for j, attr in enumerate(attributes):
             c = model.cell(metric, attr)
             tier = c.tier if c is not None else "Pending"
-            rect = Rectangle((j + 0.03, i + 0.05), 0.94, 0.9, color=TIER_COLOURS.get(tier, "#fff"))
-            rect.set_gid(_slug(f"tier--{model.model_id}--{metric}--{attr}--{tier}"))
+            withheld = tier == WITHHELD_TIER
+            colour = WITHHELD_COLOUR if withheld else TIER_COLOURS.get(tier, "#fff")
+            edge = "#999999" if withheld else colour
+            rect = Rectangle((j + 0.03, i + 0.05), 0.94, 0.9, facecolor=colour, edgecolor=edge)
+            token = "Withheld" if withheld else tier
+            rect.set_gid(_slug(f"tier--{model.model_id}--{metric}--{attr}--{token}"))
             ax.add_patch(rect)
             if c is None:
                 top, bottom = "no result", ""
             elif c.suppressed:
-                top, bottom = tier_name(tier), f"n {WITHHELD}"
+                top, bottom = "withheld", f"n {WITHHELD}"
+            elif withheld:  # figures shown, tier withheld (a scheduled axis's cohort < 11)
+                verdict = c.dominant_verdict or "undefined"
+                top, bottom = f"tier {WITHHELD}", verdict
             else:
                 verdict = c.dominant_verdict or "undefined"
                 vfr = "VFR n/a" if c.vfr is None else f"VFR {c.vfr:.2f}"
@@ -503,7 +513,7 @@ def mppd_figure(model: ModelReport, group_labels: dict[str, dict[str, str]]) -> 
 
 
 @_styled
-def health_figure(model: ModelReport, dead_letters: int | None) -> str | None:
+def health_figure(model: ModelReport, dead_letters: int | str | None) -> str | None:
     """Records per month (withheld months: <11) and the rolling AUROC, when there are any."""
     if not model.volume and not model.auroc:
         return None
@@ -523,7 +533,8 @@ def health_figure(model: ModelReport, dead_letters: int | None) -> str | None:
             ax.set_xticks(
                 xs[::step], [v.month for v in model.volume][::step], rotation=30, ha="right"
             )
-            extra = "" if dead_letters is None else f"; dead letters (all models): {dead_letters}"
+            shown = f"{dead_letters:,}" if isinstance(dead_letters, int) else dead_letters
+            extra = "" if dead_letters is None else f"; dead letters (all models): {shown}"
             ax.set_title(f"records per month (event time){extra}")
         else:
             ax.plot(

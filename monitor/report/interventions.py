@@ -2,7 +2,8 @@
 
 Reads the command's ``baselines.json`` (docs/method.md section 8; the paper's Tables 5 and 6 in
 one row per baseline) and turns it into the rows the page shows. Only aggregates are in
-that file; group sizes below the small-cell rule are already written ``<11`` there.
+that file; group sizes below the small-cell rule are already written ``<11`` there, and
+the split's record counts are shown rounded (:func:`~monitor.core.privacy.published_count`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from monitor.core.privacy import published_count
 from monitor.report.data import ReportInputError
+from monitor.report.sentences import fmt_count
 
 #: (column heading, key in a baseline row, format)
 TABLE6 = (
@@ -66,7 +69,7 @@ def read_interventions(path: str | Path) -> InterventionsView:
     attrs = tuple(baselines[0].get("di", {}))
     split = doc.get("split", {})
     parts = ", ".join(
-        f"{name} {split[name]['records']:,} records"
+        f"{name} {fmt_count(published_count(split[name]['records']))} records"
         + (f" / {split[name]['hospitals']} hospitals" if "hospitals" in split[name] else "")
         for name in ("train", "validation", "audit")
         if isinstance(split.get(name), dict) and "records" in split[name]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,12 @@ from markupsafe import Markup
 from batch_axes.axis3 import landis_koch_band
 from monitor.config import MonitorConfig
 from monitor.core.explain import tier_name
-from monitor.core.privacy import SMALL_CELL
+from monitor.core.privacy import ROUNDING_BASE, SMALL_CELL
 from monitor.core.privacy import SMALL_CELL_LABEL as WITHHELD
 from monitor.core.tiers import TIER_LEVEL
 from monitor.report import figures
 from monitor.report.data import (
+    WITHHELD_TIER,
     CellPoint,
     ModelReport,
     ReportData,
@@ -40,6 +41,7 @@ from monitor.report.sentences import (
     cell_label,
     cell_sentence,
     event_sentence,
+    fmt_count,
     fmt_n,
 )
 
@@ -77,6 +79,11 @@ def _num(x: float | None, digits: int = 2) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
+def tier_token(tier: str) -> str:
+    """The tier as a CSS class and data attribute ("Withheld" for a withheld tier)."""
+    return "Withheld" if tier == WITHHELD_TIER else tier
+
+
 def cell_row(c: CellPoint, data: ReportData) -> CellRow:
     if c.suppressed:
         value = vfr = n_star = kappa = verdict = WITHHELD
@@ -95,7 +102,7 @@ def cell_row(c: CellPoint, data: ReportData) -> CellRow:
     return CellRow(
         metric=c.metric,
         attribute=c.attribute,
-        tier=c.tier,
+        tier=tier_token(c.tier),
         tier_name=tier_name(c.tier) + (" (partial)" if c.partial else ""),
         verdict=verdict,
         value=value,
@@ -115,11 +122,12 @@ def event_lines(m: ModelReport, data: ReportData) -> list[EventLine]:
     out = []
     for e in reversed(m.events[-MAX_EVENTS:]):
         cur = m.event_context.get(e.id)
-        change = (
-            f"{e.old} → {e.new}"
-            if e.kind == "verdict_flip"
-            else f"{tier_name(e.old)} → {tier_name(e.new)}"
-        )
+        if cur is None or cur.suppressed:  # its verdicts and tiers rest on <11 records
+            change = WITHHELD
+        elif e.kind == "verdict_flip":
+            change = f"{e.old} → {e.new}"
+        else:
+            change = f"{tier_name(e.old)} → {tier_name(e.new)}"
         out.append(
             EventLine(
                 when=f"{_when(e.at)} (#{e.evaluation})",
@@ -133,11 +141,15 @@ def event_lines(m: ModelReport, data: ReportData) -> list[EventLine]:
 
 
 def model_summary(m: ModelReport, data: ReportData) -> str:
-    """The first sentence a board member reads about a model."""
-    counts = Counter(c.tier for c in m.cells)
+    """The first sentence a board member reads about a model (withheld tiers not counted
+    by tier: they are withheld)."""
+    counts = Counter(c.tier for c in m.cells if c.tier != WITHHELD_TIER)
     tiers = ", ".join(
         f"{counts[t]} {tier_name(t)}" for t in sorted(counts, key=lambda t: -TIER_LEVEL.get(t, -2))
     )
+    n_withheld_tier = len(m.cells) - sum(counts.values())
+    if n_withheld_tier:
+        tiers = ", ".join(x for x in (tiers, f"{n_withheld_tier} with the tier withheld") if x)
     shown = [c for c in m.cells if not c.suppressed]
     fails = sum(1 for c in shown if c.dominant_verdict == "fail")
     unstable = sum(1 for c in shown if c.vfr is not None and c.vfr > data.tau)
@@ -150,7 +162,12 @@ def model_summary(m: ModelReport, data: ReportData) -> str:
         )
     if withheld:
         parts.append(f"{withheld} cells rest on fewer than {SMALL_CELL} records and are withheld.")
-    if data.source == "database":
+    if m.period is not None and m.period.withheld:
+        parts.append(
+            f"This model's period holds fewer than {SMALL_CELL} records: its evaluations, "
+            "events and volumes are withheld."
+        )
+    elif data.source == "database":
         flips = sum(1 for e in m.events if e.kind == "verdict_flip")
         parts.append(
             f"{len(m.events)} confirmed events in the period ({flips} verdict flips), "
@@ -209,8 +226,10 @@ def _model_view(m: ModelReport, data: ReportData) -> dict[str, Any]:
     )
     add(
         "Ingestion and model health",
-        "Records received per month and the model's discrimination (AUROC) on consecutive "
-        f"blocks of records; months with fewer than {SMALL_CELL} records show {WITHHELD}.",
+        f"Records received per month, rounded to {ROUNDING_BASE}, and the model's "
+        "discrimination (AUROC) on consecutive blocks of records; a month with fewer than "
+        f"{SMALL_CELL} records shows {WITHHELD}, and so does the next smallest, so that the "
+        "total minus the months shown gives no month.",
         figures.health_figure(m, data.dead_letters),
     )
     n_events = len(m.events)
@@ -222,8 +241,10 @@ def _model_view(m: ModelReport, data: ReportData) -> dict[str, Any]:
         "events": event_lines(m, data),
         "events_hidden": max(0, n_events - MAX_EVENTS),
         "figures": figs,
-        "records": None if m.records is None else f"{m.records:,}",
+        "records": None if m.records is None else fmt_count(m.records),
         "evaluations": m.evaluations,
+        "period": _period_line(m),
+        "axes_note": m.axes_note,
         "axis3_note": (
             ""
             if m.axis3 is None or m.axis3.applicable
@@ -231,6 +252,27 @@ def _model_view(m: ModelReport, data: ReportData) -> dict[str, Any]:
         ),
         "mppd_note": m.mppd_note,
     }
+
+
+def _day_text(d: Any) -> str:
+    return "" if d is None else f"{d:%Y-%m-%d}"
+
+
+def _period_line(m: ModelReport) -> dict[str, str] | None:
+    """What a period filter gave this model: its days, widened to whole release blocks of at
+    least SMALL_CELL records, and their records (rounded, or withheld)."""
+    p = m.period
+    if p is None or not p.filtered:
+        return None
+    last = None if p.end is None else p.end - timedelta(days=1)
+    frm = _day_text(p.start) or "its first record"
+    to = _day_text(last) or "its latest record"
+    text = (
+        f"Period of this model: {frm} to {to}, {fmt_count(p.records)} records (the days asked "
+        f"for, widened to whole blocks of at least {SMALL_CELL} records, so that no two "
+        "reports differ by a few records)."
+    )
+    return {"from": _day_text(p.start), "to": _day_text(last), "text": text}
 
 
 def compare_view(data: ReportData, a: str, b: str) -> dict[str, Any]:
@@ -278,6 +320,9 @@ def render_data(
         if data.period
         else "one audit cohort (no period)"
     )
+    if data.days is not None:
+        frm, to = (_day_text(d) for d in data.days)
+        period += f" (filter: {frm or 'the start'} to {to or 'the end'}, whole UTC days)"
     cmp = None
     if compare is not None:
         for m in compare:
@@ -296,6 +341,7 @@ def render_data(
             compare=cmp,
             interventions=interventions,
             small=SMALL_CELL,
+            base=ROUNDING_BASE,
             tau=data.tau,
             n_field=f"{data.n_field:,}",
             cv=f"{data.cv_cutoff:.0%}",
@@ -307,12 +353,15 @@ def _read_database_file(
     path: str | Path,
     config: MonitorConfig | None,
     models: list[str] | None,
-    since: datetime | None,
+    since: date | str | None,
+    until: date | str | None = None,
 ) -> ReportData:
     """:func:`read_database` on a file opened read-only, closed again whatever happens."""
     conn = open_database(path)
     try:
-        return read_database(conn, config, models=models, since=since, source_name=Path(path).name)
+        return read_database(
+            conn, config, models=models, since=since, until=until, source_name=Path(path).name
+        )
     finally:
         conn.close()
 
@@ -322,19 +371,24 @@ def render_report(
     *,
     config: MonitorConfig | None = None,
     models: list[str] | None = None,
-    since: datetime | None = None,
+    since: date | str | None = None,
+    until: date | str | None = None,
     compare: tuple[str, str] | None = None,
 ) -> str:
     """The report of a service's DuckDB file, as one self-contained HTML string.
 
     ``source``: a path (opened read-only) or an open connection/cursor, e.g. the
     service's ``store.cursor()`` (the service owns the file; only SELECTs are issued).
-    With ``compare=(A, B)`` the page holds the two models' grids and changed cells.
+    ``since``/``until``: first and last UTC day of the period (whole days; see
+    :func:`monitor.report.data.whole_day`). With ``compare=(A, B)`` the page holds the
+    two models' grids and changed cells.
     """
     if isinstance(source, duckdb.DuckDBPyConnection):
-        data = read_database(source, config, models=models, since=since, source_name="service")
+        data = read_database(
+            source, config, models=models, since=since, until=until, source_name="service"
+        )
     else:
-        data = _read_database_file(source, config, models, since)
+        data = _read_database_file(source, config, models, since, until)
     if not data.models:
         raise ReportInputError("no model has any evaluated cell yet: nothing to report")
     return render_data(data, compare)
@@ -368,7 +422,8 @@ def write_report(
     audit_dir: str | Path | None = None,
     out: str | Path | None = None,
     models: list[str] | None = None,
-    since: datetime | None = None,
+    since: date | str | None = None,
+    until: date | str | None = None,
     compare: tuple[str, str] | None = None,
     config: MonitorConfig | None = None,
     interventions: str | Path | None = None,
@@ -382,7 +437,7 @@ def write_report(
     if (db is None) == (audit_dir is None):
         raise ReportInputError("give exactly one of --db FILE or --audit-dir DIR")
     if db is not None:
-        data = _read_database_file(db, config, models, since)
+        data = _read_database_file(db, config, models, since, until)
     else:
         data = read_audit_dir(audit_dir, config, models=models)  # type: ignore[arg-type]
     if not data.models:

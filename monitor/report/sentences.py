@@ -14,7 +14,7 @@ import math
 
 from batch_axes.axis3 import landis_koch_band
 from monitor.core.explain import Cutoffs, explain_event
-from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
+from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL, published_count
 from monitor.report.data import CellPoint, EventRow
 
 #: What each axis checks, in the board's words.
@@ -38,6 +38,15 @@ def fmt_n(n: float | None) -> str:
     if math.isinf(n):
         return "not reached"
     return f"{int(n):,}"
+
+
+def fmt_count(n: int | str) -> str:
+    """A count already published (rounded, or "<11") as the page prints it.
+
+    >>> fmt_count(3010), fmt_count("<11")
+    ('3,010', '<11')
+    """
+    return f"{n:,}" if isinstance(n, int) else str(n)
 
 
 def cell_label(metric: str, attribute: str) -> str:
@@ -81,7 +90,8 @@ def cell_sentence(c: CellPoint, tau: float, n_field: int, kappa_cutoff: float) -
         parts.append(f"About {fmt_n(c.n_star)} records are needed before this metric settles.")
     else:
         parts.append(
-            f"It settles at about {fmt_n(c.n_star)} records (the window has {c.window_n:,})."
+            f"It settles at about {fmt_n(c.n_star)} records (the window has about "
+            f"{fmt_count(published_count(c.window_n))})."
         )
     if c.n_star is not None and not math.isinf(c.n_star) and c.n_star > n_field:
         parts[-1] = parts[-1][:-1] + f", more than the {n_field:,} a site can audit."
@@ -106,11 +116,15 @@ def event_sentence(
     (:func:`monitor.core.explain.explain_event`), from the axes stored with the event
     and the pass rule of the cell at the event, so a page and an alert read the same.
 
-    A cell withheld by the small-cell rule (or with no stored evaluation) keeps its
-    old and new values and no number.
+    A cell withheld by the small-cell rule (or with no stored evaluation) says what kind
+    of change it was and nothing else: its old and new verdicts or tiers rest on the same
+    few records as its figures.
     """
     if cur is None or cur.suppressed:
-        what = "flipped" if e.kind == "verdict_flip" else "moved"
+        what = "verdict flipped" if e.kind == "verdict_flip" else "tier changed"
         label = cell_label(e.metric, e.attribute)
-        return f"{label} {what} from {e.old} to {e.new} (fewer than {SMALL_CELL} records)."
+        return (
+            f"The {what} for {label}; its window held fewer than {SMALL_CELL} records, so "
+            f"the verdicts and tiers are withheld ({SMALL_CELL_LABEL})."
+        )
     return explain_event(e, Cutoffs(cur.threshold, cur.direction, tau, n_field, kappa_cutoff))

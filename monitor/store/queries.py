@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, NamedTuple
 
 import duckdb
@@ -94,6 +94,17 @@ def monthly_records(
         sql += " AND event_time >= ?"
         params.append(since)
     return [(m, int(n)) for m, n in c.execute(sql + " GROUP BY 1 ORDER BY 1", params).fetchall()]
+
+
+def daily_records(c: duckdb.DuckDBPyConnection, model_id: str) -> list[tuple[date, int]]:
+    """(UTC day of event time, records) of a model, oldest first; days without records are
+    absent (the report's period filters and monthly volumes are built from these)."""
+    rows = c.execute(
+        "SELECT CAST(event_time AT TIME ZONE 'UTC' AS DATE) AS d, count(*) FROM discharges "
+        "WHERE model_id = ? GROUP BY 1 ORDER BY 1",
+        [model_id],
+    ).fetchall()
+    return [(d, int(n)) for d, n in rows]
 
 
 def latest_labels_scores(
