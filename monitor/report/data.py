@@ -43,7 +43,7 @@ import pandas as pd
 
 from batch_axes.audit_cell import AuditCell
 from batch_axes.axis2 import Axis2Cell
-from batch_axes.axis3 import Axis3Result
+from batch_axes.axis3 import Axis3Result, published_axis3
 from batch_axes.equilense import AttributeMPPD, EquiLenseResult
 from monitor import __version__
 from monitor.config import MonitorConfig
@@ -440,7 +440,8 @@ def axis3_summary(result: Axis3Result) -> Axis3Summary:
     )
     return Axis3Summary(
         applicable=result.applicable,
-        reason=result.reason or result.note,
+        # the note as published (its counts rounded or withheld: batch_axes.axis3)
+        reason=result.reason or published_axis3(result)["note"],
         n_folds=result.n_folds,
         n_hospitals=result.n_hospitals,
         kappa_cutoff=result.kappa_cutoff,
