@@ -5,7 +5,7 @@ slow hospital feed would feed it: 3,000 records of a model, then 25 probe record
 batch, each followed by a wall-clock hop (an evaluation, so a release point, after every
 record: the worst case). A second model has 8 records, and race group "0" has 4. After every
 probe the attacker reads everything a staff member could: ``/metrics``, ``/api/models``,
-``/api/cells``, ``/api/windows`` and ``/api/events``. Then:
+``/api/cells``, ``/api/windows``, ``/api/events`` and the status page. Then:
 
 * **differencing**: between two consecutive answers, a group's published figures change
   although 1-10 of its records entered or left since they last changed (the test knows each
@@ -24,6 +24,8 @@ gave the 4 records of race group "0".
 from __future__ import annotations
 
 import json
+import re
+import time
 import urllib.request
 from collections import defaultdict
 
@@ -105,6 +107,7 @@ def _scrape(base: str) -> dict:
         "windows": json.loads(
             _get(base + "/api/windows?model=big&metric=DI&attribute=race&limit=1000")
         ),
+        "page": _get(base + "/"),  # the status page (drawn in the background)
     }
 
 
@@ -151,7 +154,15 @@ def attack(tmp_path_factory):
             clock.t += HOP_S
             svc.pipeline.tick()  # a wall-clock hop: an evaluation after every record
             scrapes.append(_scrape(url))
-        yield {"base": base, "probes": probes, "scrapes": scrapes}
+        # the status page is drawn in the background: wait for a drawing of the final state
+        # (bounded: the drawing of a file this size takes seconds; 120 s is the margin of a
+        # loaded machine)
+        deadline = time.monotonic() + 120
+        page = _get(url + "/")
+        while "records received" not in page and time.monotonic() < deadline:
+            time.sleep(0.5)
+            page = _get(url + "/")
+        yield {"base": base, "probes": probes, "scrapes": scrapes, "final_page": page}
     finally:
         svc.close()
 
@@ -276,3 +287,19 @@ def test_events_carry_no_window_figures(attack):
             for axes in (e.get("axes") or {}, e.get("axes_before") or {}):
                 if isinstance(axes, dict):
                     assert "value" not in axes and "sigma" not in axes
+
+
+def test_the_status_page_quotes_no_exact_small_or_unrounded_count(attack):
+    """Every status page served: record counts rounded to 5 or withheld (the tiny model's 8
+    records read "<11"), so two pages differ by no exact count of a few records."""
+    pages = [s["page"] for s in attack["scrapes"]] + [attack["final_page"]]
+    counts = [
+        int(n.replace(",", ""))
+        for p in pages
+        for n in re.findall(r"(?<![<;\d,])([\d,]+) records received", p)
+    ]
+    assert all(n % 5 == 0 for n in counts), counts
+    assert not any(re.search(r"\b8 records", p) for p in pages)
+    drawn = [p for p in pages if "records received" in p]
+    assert drawn, "the page was drawn at least once during the probes"
+    assert all("&lt;11 records received" in p for p in drawn)  # the tiny model's 8
