@@ -7,6 +7,7 @@ not Kafka. Every test uses its own topic and consumer group.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import threading
@@ -41,6 +42,7 @@ from monitor.config.sources import (
     kafka_config_with_env,
 )
 from monitor.stream.schema import validate_records
+from tests.support.kafka import OwnBroker
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
@@ -386,6 +388,116 @@ def test_stop_event_makes_run_return_promptly(kafka_broker: str) -> None:
         assert source.run(stop) == 0
         assert time.monotonic() - t0 < 5.0 and sink.calls == 1
     assert offsets(kafka_broker, cfg.group_id, topic)[0] == dict.fromkeys(range(PARTITIONS))
+
+
+#: Slack on top of a configured bound for a loaded 2-core machine: the broker's sockets
+#: close when its JVM exits, and kafka-python's IO thread must then be scheduled to see it.
+LOADED_MACHINE_MARGIN_S = 5.0
+
+
+def _wait_until(cond: Callable[[], bool], timeout_s: float) -> float | None:
+    """Seconds until ``cond()`` held, or None if it did not within ``timeout_s``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if cond():
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    return None
+
+
+def test_a_stopped_broker_is_reported_within_the_bound_while_fetched_records_drain(
+    own_kafka_broker: OwnBroker,
+) -> None:
+    """The broker stops while the source still works through records it fetched before:
+    health must say "broker unreachable" within ``broker_unreachable_after_s`` (+ margin),
+    whatever the poll loop is doing (it drains the buffer; each commit waits on the dead
+    broker), and say healthy again once the broker is back.
+
+    The sink takes 0.1 s a batch (a pipeline storing on a busy machine), so the buffered
+    3,000 records take far longer to drain than the bound: before the fix health was read
+    only by the poll loop between batches, which said "ready" until the buffer was empty.
+    """
+    broker = own_kafka_broker.bootstrap
+    topic = new_topic(broker)
+    produce_records(broker, topic, records(3_000))
+    cfg = config(broker, topic, max_batch=50, session_timeout_ms=6_000)
+    sink = RecordingSink(hook=lambda call, _: time.sleep(0.1))
+    stop = threading.Event()
+    with KafkaSource(cfg, sink) as source:
+        worker = threading.Thread(target=source.run, args=(stop,), daemon=True)
+        worker.start()
+        try:
+            assert _wait_until(lambda: len(sink.delivered) >= 300, 60) is not None
+            assert source.health() == (True, "ok")
+            own_kafka_broker.stop()
+            bound = cfg.broker_unreachable_after_s
+            took = _wait_until(lambda: not source.health()[0], bound + LOADED_MACHINE_MARGIN_S)
+            assert took is not None, (
+                f"health still {source.health()} {bound + LOADED_MACHINE_MARGIN_S} s after "
+                f"the broker stopped ({len(sink.delivered)} of 3000 records handed over)"
+            )
+            assert source.health() == (False, "broker unreachable")
+            assert len(sink.delivered) < 3_000  # it was still draining: the case at stake
+            own_kafka_broker.start()
+            # back once kafka-python reconnects: its backoff is capped at the bound
+            back = _wait_until(lambda: source.health()[0], bound + LOADED_MACHINE_MARGIN_S)
+            assert back is not None, source.health()
+            print(f"not healthy {took:.1f} s after the stop, healthy {back:.1f} s after "
+                  "the restart")  # fmt: skip
+        finally:
+            stop.set()
+            worker.join(timeout=60)
+
+
+def test_health_does_not_wait_for_a_consumer_call_the_outage_blocks(
+    own_kafka_broker: OwnBroker,
+) -> None:
+    """The service's tick asks the source for its lag every second; during an outage each
+    such call blocks on the dead broker (``position()`` of a partition without a commit
+    waits ``request_timeout_ms``) while holding the consumer's lock. Health must still turn
+    within ``broker_unreachable_after_s`` (+ margin). Before the fix only the poll loop read
+    the connection state, and it needs that lock: with the lag asked for back to back it
+    never got it, and the source stayed "ok" until the calls stopped.
+    """
+    broker = own_kafka_broker.bootstrap
+    topic = new_topic(broker)
+    # one model: its records land in one partition, the others never get a commit
+    produce_records(broker, topic, records(200, models=1))
+    cfg = config(broker, topic, session_timeout_ms=6_000)
+    sink = RecordingSink()
+    stop = threading.Event()
+
+    def ask_for_lag() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # it may fail as well as block
+                source.lag()
+
+    with KafkaSource(cfg, sink) as source:
+        worker = threading.Thread(target=source.run, args=(stop,), daemon=True)
+        worker.start()
+        asker = threading.Thread(target=ask_for_lag, daemon=True)
+        try:
+            assert _wait_until(lambda: len(sink.delivered) == 200, 60) is not None
+            assert source.health() == (True, "ok")
+            asker.start()
+            own_kafka_broker.stop()
+            bound = cfg.broker_unreachable_after_s + LOADED_MACHINE_MARGIN_S
+            took = _wait_until(lambda: not source.health()[0], bound)
+            assert took is not None, f"health still {source.health()} {bound} s after the stop"
+            assert source.health() == (False, "broker unreachable")
+            # and it stays so while the broker is away (no flapping on reconnect attempts)
+            seen = []
+            t_end = time.monotonic() + 3.0
+            while time.monotonic() < t_end:
+                seen.append(source.health()[0])
+                time.sleep(0.01)
+            print(f"not healthy {took:.1f} s after the stop; healthy in {sum(seen)} of "
+                  f"{len(seen)} reads after that")  # fmt: skip
+            assert not any(seen)
+        finally:
+            stop.set()
+            asker.join(timeout=120)
+            worker.join(timeout=120)
 
 
 # ---------------------------------------------------------------------- configuration

@@ -130,6 +130,40 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         _BROKER.release()
 
 
+# ----------------------------------------------------------------------------- own broker
+@dataclass(frozen=True)
+class OwnBroker:
+    """A broker of one test alone, which the test may stop and start again (outages)."""
+
+    bootstrap: str
+    run_dir: Path
+    args: tuple[str, ...]
+
+    def start(self) -> None:
+        out = _run_script("start", *self.args, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stdout.strip().splitlines()[-1] == self.bootstrap, out.stdout
+
+    def stop(self) -> None:
+        _run_script("stop", "--dir", str(self.run_dir), timeout=180)
+
+
+@pytest.fixture
+def own_kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnBroker]:
+    """A broker of this test alone (started here, stopped at the end; the test may stop and
+    start it in between). Costs a broker start (~10 s): only for tests that stop it."""
+    run_dir = tmp_path_factory.mktemp("own-kafka")
+    port, cport = free_ports(2)
+    args = ("--port", str(port), "--controller-port", str(cport), "--dir", str(run_dir),
+            "--partitions", str(N_PARTITIONS), "--timeout", "180")  # fmt: skip
+    broker = OwnBroker(f"127.0.0.1:{port}", run_dir, args)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
 # ----------------------------------------------------------------------------- SCRAM broker
 @dataclass(frozen=True)
 class ScramBroker:
@@ -175,7 +209,9 @@ def kafka_scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scr
                     f"{_tail(start.stderr)}")  # fmt: skip
     try:
         yield ScramBroker(
-            f"127.0.0.1:{scram_port}", run_dir / "broker" / "config" / "ca.pem", "vfr-monitor",
+            f"127.0.0.1:{scram_port}",
+            run_dir / "broker" / "config" / "ca.pem",
+            "vfr-monitor",
             password_file,
         )
     finally:
