@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.support.kafka import (  # noqa: F401 (fixtures)
+    _stoppable_broker,
     kafka_broker,
     kafka_scram_broker,
     own_kafka_broker,

@@ -449,6 +449,45 @@ def test_a_stopped_broker_is_reported_within_the_bound_while_fetched_records_dra
             worker.join(timeout=60)
 
 
+def test_a_frozen_broker_is_reported_within_the_bound(own_kafka_broker: OwnBroker) -> None:
+    """A broker that hangs rather than closes (SIGSTOP: connections open, its port still
+    accepting, no answers) must be reported within ``broker_unreachable_after_s`` (+
+    margin): kafka-python gives up on the unanswered requests after ``request_timeout_ms``
+    and new connections never finish their ApiVersions exchange. Before the fix the
+    connections still open or being opened counted as reachable, and a commit stuck on
+    the hung broker kept the poll loop from looking at all: the source said "ok" for good.
+    """
+    broker = own_kafka_broker.bootstrap
+    topic = new_topic(broker)
+    produce_records(broker, topic, records(120))
+    cfg = config(broker, topic, session_timeout_ms=6_000)
+    sink = RecordingSink()
+    stop = threading.Event()
+    with KafkaSource(cfg, sink) as source:
+        worker = threading.Thread(target=source.run, args=(stop,), daemon=True)
+        worker.start()
+        frozen = False
+        try:
+            assert _wait_until(lambda: len(sink.delivered) == 120, 60) is not None
+            assert source.health() == (True, "ok")
+            own_kafka_broker.freeze()
+            frozen = True
+            bound = cfg.broker_unreachable_after_s + LOADED_MACHINE_MARGIN_S
+            took = _wait_until(lambda: not source.health()[0], bound)
+            assert took is not None, f"health still {source.health()} {bound} s after the freeze"
+            assert source.health() == (False, "broker unreachable")
+            own_kafka_broker.thaw()
+            frozen = False
+            back = _wait_until(lambda: source.health()[0], bound)
+            assert back is not None, source.health()
+            print(f"not healthy {took:.1f} s after the freeze, healthy {back:.1f} s after thaw")
+        finally:
+            if frozen:
+                own_kafka_broker.thaw()
+            stop.set()
+            worker.join(timeout=120)
+
+
 def test_health_does_not_wait_for_a_consumer_call_the_outage_blocks(
     own_kafka_broker: OwnBroker,
 ) -> None:
