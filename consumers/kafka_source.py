@@ -50,6 +50,7 @@ def quiet_kafka_library_logs() -> None:
     if lib.level < logging.INFO:  # NOTSET (0) too: a later DEBUG root must not reach it
         lib.setLevel(logging.INFO)
 
+
 #: Unprocessed messages per (topic, partition).
 
 
@@ -118,7 +119,10 @@ def consumer_kwargs(cfg: KafkaConfig) -> dict[str, Any]:
         "max_poll_records": cfg.max_batch,
         "session_timeout_ms": cfg.session_timeout_ms,
         # The usual ratio: three heartbeats per session timeout.
-        "heartbeat_interval_ms": max(100, min(3_000, cfg.session_timeout_ms // 3)),
+        "heartbeat_interval_ms": cfg.heartbeat_interval_ms,
+        # kafka-python's default cap (30 s) would keep a source away that long after the
+        # broker is back; the readiness bound caps it instead.
+        "reconnect_backoff_max_ms": round(cfg.broker_unreachable_after_s * 1000),
         "max_poll_interval_ms": cfg.max_poll_interval_ms,
         # KIP-429: a rebalance moves only the partitions that change owner; the others go
         # on being consumed (no stop-the-world revoke, no rebuild of what stays)
@@ -184,6 +188,35 @@ def open_consumer(cfg: KafkaConfig, *topics: str) -> Any:
         kafka_log.removeHandler(spy)
 
 
+def _broker_connected_probe(consumer: Any) -> Callable[[], bool]:
+    """A check, safe from any thread and never blocking, of whether ``consumer`` holds an
+    established broker connection.
+
+    kafka-python 3 runs its connections on an IO thread of its own; its connection manager
+    keeps them in a dict, each with a ``connected`` flag set once the connection is up and
+    its ApiVersions exchange (and any SASL login) is done. Reading that is a snapshot of a
+    dict and a flag per entry: no consumer call, so it needs neither the source's lock nor
+    the poll loop, either of which a consumer call blocked by the outage can hold for
+    ``request_timeout_ms`` or more (``lag()``'s ``position()`` of a partition without a
+    commit took ~58 s during an outage when measured), or the poll loop itself while it
+    drains records fetched before the outage.
+    A kafka-python without that manager falls back to its public ``connection-count``
+    metric, which also counts connections still being opened.
+    """
+    conns = getattr(getattr(consumer, "_manager", None), "_conns", None)
+    if isinstance(conns, dict):
+        return lambda: any(getattr(c, "connected", False) for c in tuple(conns.values()))
+    metrics = consumer.metrics(raw=True) or {}
+    count = next(
+        (m for name, m in metrics.items() if name.name == "connection-count"), None
+    )  # fmt: skip
+    log.warning("kafka source: kafka-python's connection manager not found; readiness uses "
+                "its connection-count metric")  # fmt: skip
+    if count is None:
+        return lambda: True
+    return lambda: count.value() > 0
+
+
 class KafkaSource:
     """Consume ``cfg.topics`` in group ``cfg.group_id`` and feed ``sink`` at least once.
 
@@ -211,9 +244,6 @@ class KafkaSource:
         #: next offset to process per partition, as last committed by this source
         self._committed: dict[Any, int] = {}
         self._closed = False
-        #: whether the consumer held a broker connection at the last check (see health)
-        self._connected = True
-        self._next_check = 0.0
         self.stats = KafkaSourceStats()
         #: rebuild on assignment (see _rebuild_assigned): only for a sink that keeps history
         self._horizon_ms = (
@@ -226,6 +256,7 @@ class KafkaSource:
         #: before it is being replayed (nothing is committed for it until that is reached)
         self._rebuilding: dict[Any, int] = {}
         self._consumer = open_consumer(cfg)
+        self._broker_connected = _broker_connected_probe(self._consumer)
         listener = _rebalance_listener(kafka, self)
         self._consumer.subscribe(topics=list(cfg.topics), listener=listener)
         log.info("kafka source: %s", cfg.describe())
@@ -257,11 +288,16 @@ class KafkaSource:
             while not stop.is_set() and not self._closed:
                 if max_messages is not None and handed >= max_messages:
                     break
-                if ahead is not None:
-                    polled, ahead = ahead.result(), None
-                else:
-                    polled = self._poll(self._limit(max_messages, handed))
-                self._check_connection(bool(polled))
+                try:
+                    if ahead is not None:
+                        polled, ahead = ahead.result(), None
+                    else:
+                        polled = self._poll(self._limit(max_messages, handed))
+                except self._kafka_error as exc:
+                    ahead = None  # a poll that raised moved no position
+                    if not self._poll_failed(exc, stop):
+                        break
+                    continue
                 if not polled:
                     if time.monotonic() >= next_idle_report:
                         self._report_lag()
@@ -294,6 +330,21 @@ class KafkaSource:
                 self._seek(self._firsts(ahead))
             if pool is not None:
                 pool.shutdown(wait=True)
+
+    def _poll_failed(self, exc: Exception, stop: threading.Event) -> bool:
+        """A poll raised: a retriable error (the broker away: a connection refused or lost,
+        a timed-out offset look-up) is logged by type and the poll retried after one poll
+        timeout, as kafka-python retries its connections; others are raised. False when
+        ``stop`` was set meanwhile.
+
+        Without this, a broker outage that caught the consumer in the middle of a request
+        ended the service (``vfr-monitor: error: KafkaConnectionError``) in about one run
+        in four of the outage test, where it must wait for the broker instead.
+        """
+        if not getattr(exc, "retriable", False):
+            raise exc
+        log.warning("kafka source: poll failed (%s); retrying", type(exc).__name__)
+        return not stop.wait(self._cfg.poll_timeout_ms / 1000)
 
     def _limit(self, max_messages: int | None, handed: int) -> int:
         """Records the next poll may return."""
@@ -505,38 +556,26 @@ class KafkaSource:
 
     # ------------------------------------------------------------------ introspection
 
-    def _check_connection(self, polled: bool) -> None:
-        """Note whether the consumer holds any broker connection (at most once a second).
-
-        kafka-python's poll returns nothing, without raising, while the broker is away; its
-        public ``connection-count`` metric is what tells an outage from a quiet topic.
-        """
-        if polled:
-            self._connected = True
-            return
-        now = time.monotonic()
-        if now < self._next_check:
-            return
-        self._next_check = now + 1.0
-        with self._lock:
-            metrics = self._consumer.metrics().get("consumer-metrics", {})
-        count = metrics.get("connection-count")
-        if count is not None:
-            self._connected = count > 0
-
     def health(self) -> tuple[bool, str]:
         """(healthy, reason): whether the source can consume, for the service's /readyz.
 
-        Not healthy while no broker connection is held, or once the sink has failed
+        Not healthy while the consumer holds no established broker connection (read at each
+        call, from any thread, without waiting for the poll loop: see
+        :func:`_broker_connected_probe`), or once the sink has failed
         ``unready_after_sink_failures`` times in a row on one batch (it is still retried,
         with backoff, and nothing of it is committed).
+
+        A broker that refuses or closes connections shows at once; one that goes silent
+        when kafka-python closes the connection after ``request_timeout_ms`` without an
+        answer (a fetch or a heartbeat is always in flight), hence within
+        ``broker_unreachable_after_s``, which the configuration checks.
         """
         failures = self.stats.consecutive_failures
         if failures >= self._cfg.unready_after_sink_failures:
             return False, f"sink failing ({failures} attempts in a row)"
         if self._rebuilding:
             return False, f"rebuilding {len(self._rebuilding)} partition(s) from the topic"
-        if not self._connected:
+        if not self._closed and not self._broker_connected():
             return False, "broker unreachable"
         return True, "ok"
 
@@ -596,5 +635,3 @@ class KafkaSource:
 
 # ---------------------------------------------------------------------- helpers for tests,
 # the demo and the ingest benchmark
-
-

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.support.kafka import kafka_broker, kafka_scram_broker  # noqa: F401 (fixtures)
+from tests.support.kafka import (  # noqa: F401 (fixtures)
+    _stoppable_broker,
+    kafka_broker,
+    kafka_scram_broker,
+    own_kafka_broker,
+)
 
 # Repeatable: the same examples on every run and every machine.
 settings.register_profile(
@@ -17,6 +22,7 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("repeatable")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

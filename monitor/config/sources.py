@@ -160,7 +160,18 @@ class KafkaConfig(_Strict):
     session_timeout_ms: int = Field(45_000, ge=1_000, le=3_600_000)
     #: Must exceed the longest sink call plus backoff, or the group evicts the consumer.
     max_poll_interval_ms: int = Field(300_000, ge=1_000)
-    request_timeout_ms: int = Field(30_000, ge=1_000)
+    #: kafka-python's limit on one request: a broker that stops answering without closing
+    #: its connections (host gone, network cut) is given up after this long, so it bounds
+    #: how late that kind of outage is noticed (see ``broker_unreachable_after_s``). Also
+    #: the timeout of the source's offset look-ups (lag, rebuild).
+    request_timeout_ms: int = Field(7_000, ge=1_000)
+    #: The readiness bound: /readyz reports "broker unreachable" at most this long after
+    #: the broker is lost. A broker that refuses or closes connections (stopped, crashed,
+    #: restarting) is noticed at once; a silent one when kafka-python gives up on its
+    #: request, so ``request_timeout_ms`` plus the heartbeat interval (the longest gap
+    #: between requests in flight) must fit in it. It also caps kafka-python's reconnect
+    #: backoff, so the source reconnects within about this long once the broker is back.
+    broker_unreachable_after_s: float = Field(10.0, ge=2.0, le=300.0)
     #: How long a client waits for its first broker connection (wrong credentials show here).
     bootstrap_timeout_ms: int = Field(30_000, ge=1_000, le=600_000)
     #: Upper bound of one synchronous offset commit; a timed-out commit is retried with
@@ -257,7 +268,21 @@ class KafkaConfig(_Strict):
             raise ValueError("sink_retry_backoff_max_ms: must be >= sink_retry_backoff_ms")
         if self.max_poll_interval_ms <= self.sink_retry_backoff_max_ms:
             raise ValueError("max_poll_interval_ms: must exceed sink_retry_backoff_max_ms")
+        bound_ms = self.broker_unreachable_after_s * 1000
+        if self.request_timeout_ms + self.heartbeat_interval_ms > bound_ms:
+            raise ValueError(
+                f"request_timeout_ms: with a heartbeat every {self.heartbeat_interval_ms} ms, "
+                f"must be <= {bound_ms - self.heartbeat_interval_ms:.0f} so that a silent "
+                f"broker is noticed within broker_unreachable_after_s "
+                f"({self.broker_unreachable_after_s:g} s)"
+            )
         return self
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        """The consumer's heartbeat interval: the usual three per session timeout, at most
+        3 s (the longest a consumer goes without a request in flight to its coordinator)."""
+        return max(100, min(3_000, self.session_timeout_ms // 3))
 
     def _secret(self, name: str) -> str | None:
         value = getattr(self, name)

@@ -7,6 +7,7 @@ not Kafka. Every test uses its own topic and consumer group.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import threading
@@ -42,6 +43,7 @@ from monitor.config.sources import (
     kafka_config_with_env,
 )
 from monitor.stream.schema import validate_records
+from tests.support.kafka import OwnBroker
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
@@ -389,7 +391,130 @@ def test_stop_event_makes_run_return_promptly(kafka_broker: str) -> None:
     assert offsets(kafka_broker, cfg.group_id, topic)[0] == dict.fromkeys(range(PARTITIONS))
 
 
+#: Slack on top of a configured bound for a loaded 2-core machine: the broker's sockets
+#: close when its JVM exits, and kafka-python's IO thread must then be scheduled to see it.
+LOADED_MACHINE_MARGIN_S = 5.0
+
+
+def _wait_until(cond: Callable[[], bool], timeout_s: float) -> float | None:
+    """Seconds until ``cond()`` held, or None if it did not within ``timeout_s``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if cond():
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    return None
+
+
+def test_a_frozen_broker_is_reported_within_the_bound(own_kafka_broker: OwnBroker) -> None:
+    """A broker that hangs rather than closes (SIGSTOP: connections open, its port still
+    accepting, no answers) must be reported within ``broker_unreachable_after_s`` (+
+    margin): kafka-python gives up on the unanswered requests after ``request_timeout_ms``
+    and new connections never finish their ApiVersions exchange. Before the fix the
+    connections still open or being opened counted as reachable, and a commit stuck on
+    the hung broker kept the poll loop from looking at all: the source said "ok" for good.
+    """
+    broker = own_kafka_broker.bootstrap
+    topic = new_topic(broker)
+    produce_records(broker, topic, records(120))
+    cfg = config(broker, topic, session_timeout_ms=6_000)
+    sink = RecordingSink()
+    stop = threading.Event()
+    with KafkaSource(cfg, sink) as source:
+        worker = threading.Thread(target=source.run, args=(stop,), daemon=True)
+        worker.start()
+        frozen = False
+        try:
+            assert _wait_until(lambda: len(sink.delivered) == 120, 60) is not None
+            assert source.health() == (True, "ok")
+            own_kafka_broker.freeze()
+            frozen = True
+            bound = cfg.broker_unreachable_after_s + LOADED_MACHINE_MARGIN_S
+            took = _wait_until(lambda: not source.health()[0], bound)
+            assert took is not None, f"health still {source.health()} {bound} s after the freeze"
+            assert source.health() == (False, "broker unreachable")
+            own_kafka_broker.thaw()
+            frozen = False
+            back = _wait_until(lambda: source.health()[0], bound)
+            assert back is not None, source.health()
+            print(f"not healthy {took:.1f} s after the freeze, healthy {back:.1f} s after thaw")
+        finally:
+            if frozen:
+                own_kafka_broker.thaw()
+            stop.set()
+            worker.join(timeout=120)
+
+
+def test_health_does_not_wait_for_a_consumer_call_the_outage_blocks(
+    own_kafka_broker: OwnBroker,
+) -> None:
+    """The service's tick asks the source for its lag every second; during an outage each
+    such call blocks on the dead broker (``position()`` of a partition without a commit
+    waits ``request_timeout_ms``) while holding the consumer's lock. Health must still turn
+    within ``broker_unreachable_after_s`` (+ margin). Before the fix only the poll loop read
+    the connection state, and it needs that lock: with the lag asked for back to back it
+    never got it, and the source stayed "ok" until the calls stopped.
+    """
+    broker = own_kafka_broker.bootstrap
+    topic = new_topic(broker)
+    # one model: its records land in one partition, the others never get a commit
+    produce_records(broker, topic, records(200, models=1))
+    cfg = config(broker, topic, session_timeout_ms=6_000)
+    sink = RecordingSink()
+    stop = threading.Event()
+
+    def ask_for_lag() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # it may fail as well as block
+                source.lag()
+
+    with KafkaSource(cfg, sink) as source:
+        worker = threading.Thread(target=source.run, args=(stop,), daemon=True)
+        worker.start()
+        asker = threading.Thread(target=ask_for_lag, daemon=True)
+        try:
+            assert _wait_until(lambda: len(sink.delivered) == 200, 60) is not None
+            assert source.health() == (True, "ok")
+            asker.start()
+            own_kafka_broker.stop()
+            bound = cfg.broker_unreachable_after_s + LOADED_MACHINE_MARGIN_S
+            took = _wait_until(lambda: not source.health()[0], bound)
+            assert took is not None, f"health still {source.health()} {bound} s after the stop"
+            assert source.health() == (False, "broker unreachable")
+            # and it stays so while the broker is away (no flapping on reconnect attempts)
+            seen = []
+            t_end = time.monotonic() + 3.0
+            while time.monotonic() < t_end:
+                seen.append(source.health()[0])
+                time.sleep(0.01)
+            print(f"not healthy {took:.1f} s after the stop; healthy in {sum(seen)} of "
+                  f"{len(seen)} reads after that")  # fmt: skip
+            assert not any(seen)
+        finally:
+            stop.set()
+            asker.join(timeout=120)
+            worker.join(timeout=120)
+
+
 # ---------------------------------------------------------------------- configuration
+
+
+def test_the_readiness_bound_must_fit_the_request_timeout_and_heartbeat() -> None:
+    """A silent broker is noticed after request_timeout_ms plus at most one heartbeat
+    interval: a bound shorter than that is refused, naming the setting to lower."""
+    ok = kafka_config_with_env({"bootstrap_servers": "b:9092"}, {})
+    assert ok is not None and ok.broker_unreachable_after_s == 10.0
+    assert ok.request_timeout_ms + ok.heartbeat_interval_ms <= 10_000
+    with pytest.raises(ConfigError) as err:
+        kafka_config_with_env({"bootstrap_servers": "b:9092", "broker_unreachable_after_s": 5}, {})
+    assert "kafka.request_timeout_ms" in str(err.value) and "2000" in str(err.value)
+    short = kafka_config_with_env(
+        {"bootstrap_servers": "b:9092", "broker_unreachable_after_s": 5,
+         "request_timeout_ms": 2000}, {}
+    )  # fmt: skip
+    assert short is not None and short.request_timeout_ms == 2000
+    with pytest.raises(ConfigError, match="broker_unreachable_after_s"):
+        kafka_config_with_env({"bootstrap_servers": "b:9092", "broker_unreachable_after_s": 1}, {})
 
 
 def test_config_env_overrides_and_defaults() -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -130,6 +131,65 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         _BROKER.release()
 
 
+# ----------------------------------------------------------------------------- own broker
+@dataclass
+class OwnBroker:
+    """A broker that tests may stop and start again (outages), apart from the shared one.
+
+    One per session, lent to one test at a time by the ``own_kafka_broker`` fixture, which
+    starts it again if a test left it stopped: a broker start costs ~10 s, so the outage
+    tests share it (each on its own topics and groups) instead of starting one each.
+    """
+
+    bootstrap: str
+    run_dir: Path
+    args: tuple[str, ...]
+    running: bool = False
+
+    def start(self) -> None:
+        out = _run_script("start", *self.args, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stdout.strip().splitlines()[-1] == self.bootstrap, out.stdout
+        self.running = True
+
+    def stop(self) -> None:
+        _run_script("stop", "--dir", str(self.run_dir), timeout=180)
+        self.running = False
+
+    def freeze(self) -> None:
+        """SIGSTOP the broker's JVM: a broker that hangs (a host frozen, a network cut): its
+        connections stay open, its port still accepts, nothing answers. Undo with thaw()."""
+        os.kill(self._pid(), signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        os.kill(self._pid(), signal.SIGCONT)
+
+    def _pid(self) -> int:
+        return int((self.run_dir / "kafka.pid").read_text().split()[0])
+
+
+@pytest.fixture(scope="session")
+def _stoppable_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnBroker]:
+    run_dir = tmp_path_factory.mktemp("own-kafka")
+    port, cport = free_ports(2)
+    args = ("--port", str(port), "--controller-port", str(cport), "--dir", str(run_dir),
+            "--partitions", str(N_PARTITIONS), "--timeout", "180")  # fmt: skip
+    broker = OwnBroker(f"127.0.0.1:{port}", run_dir, args)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def own_kafka_broker(_stoppable_broker: OwnBroker) -> OwnBroker:
+    """A running broker that this test may stop and start (not the shared ``kafka_broker``:
+    other tests keep using that one meanwhile)."""
+    if not _stoppable_broker.running:
+        _stoppable_broker.start()
+    return _stoppable_broker
+
+
 # ----------------------------------------------------------------------------- SCRAM broker
 @dataclass(frozen=True)
 class ScramBroker:
@@ -175,7 +235,9 @@ def kafka_scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scr
                     f"{_tail(start.stderr)}")  # fmt: skip
     try:
         yield ScramBroker(
-            f"127.0.0.1:{scram_port}", run_dir / "broker" / "config" / "ca.pem", "vfr-monitor",
+            f"127.0.0.1:{scram_port}",
+            run_dir / "broker" / "config" / "ca.pem",
+            "vfr-monitor",
             password_file,
         )
     finally:
