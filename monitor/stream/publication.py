@@ -169,15 +169,15 @@ class ModelPublication:
         self.min_support = int(min_support)
         #: attribute -> its cells' last release point (moved when a window is taken)
         self.attribute_bases: dict[str, Base] = {}
-        #: the same as of the last evaluation written (what :meth:`saved` saves: the hops
-        #: taken but not written are decided again from here after a restart)
-        self.written_bases: dict[str, Base] = {}
         #: (metric, attribute) -> the cell's released evaluation
         self.cells: dict[tuple[str, str], CellEvaluation] = {}
         #: (attribute, group) -> (release point, released figures or None: withheld)
         self.groups: dict[tuple[str, str], tuple[Base, PublishedGroup | None]] = {}
         self.window: tuple[Base, int | None] | None = None
         self.model = PublishedModel()
+        #: all of the above as of the last evaluation written (what :meth:`saved` saves:
+        #: the hops taken but not written are decided again from here after a restart)
+        self.written_bases: dict[str, Any] = self._state()
 
     # ------------------------------------------------------------------ release points
     def bases(self) -> set[int | None]:
@@ -188,7 +188,7 @@ class ModelPublication:
             out.add(self.window[0].seq)
         return out
 
-    def decide(self, counts: WindowCounts) -> tuple[frozenset[str], dict[str, Base]]:
+    def decide(self, counts: WindowCounts) -> tuple[frozenset[str], dict[str, Any]]:
         """The attributes whose cells this evaluation releases (their release point moves
         here) and the release points after it (for :meth:`publish`); also releases the
         groups and the window size (:attr:`model`)."""
@@ -196,7 +196,7 @@ class ModelPublication:
             # a window under the small-cell rule publishes its cells' identity only: shown,
             # but not a release point (there is no figure to difference against)
             self._release_groups(counts)
-            return frozenset(counts.groups), dict(self.attribute_bases)
+            return frozenset(counts.groups), self._state()
         released = set()
         for attr, g in counts.groups.items():
             base = self.attribute_bases.get(attr)
@@ -211,19 +211,19 @@ class ModelPublication:
             self.attribute_bases[attr] = here
             released.add(attr)
         self._release_groups(counts)
-        return frozenset(released), dict(self.attribute_bases)
+        return frozenset(released), self._state()
 
     def publish(
         self,
         cells: Sequence[CellEvaluation],
         released: frozenset[str],
-        bases: Mapping[str, Base] | None = None,
+        bases: dict[str, Any] | None = None,
     ) -> list[CellEvaluation]:
         """The evaluation's cells as they go to the store (``released`` set on each); the
         cells of released attributes become what the model shows. ``bases``: the release
         points :meth:`decide` left for this evaluation (now the written ones)."""
         if bases is not None:
-            self.written_bases = dict(bases)
+            self.written_bases = bases
         out = []
         for cell in cells:
             shown = cell.result.attribute in released
@@ -280,11 +280,27 @@ class ModelPublication:
         return size
 
     # ------------------------------------------------------------------ restart
+    def _state(self) -> dict[str, Any]:
+        """The release points and released figures now, as JSON (what :meth:`saved`
+        writes once the evaluation they belong to is written)."""
+        groups = {}
+        for (attr, code), (base, figures) in self.groups.items():
+            shown = None if figures is None else [figures.records, figures.selection_rate]
+            groups.setdefault(attr, {})[code] = {**base.to_dict(), "shown": shown}
+        window = None
+        if self.window is not None:
+            window = {**self.window[0].to_dict(), "shown": self.window[1]}
+        return {
+            "attributes": {a: b.to_dict() for a, b in self.attribute_bases.items()},
+            "groups": groups,
+            "window": window,
+        }
+
     def saved(self) -> dict[str, Any]:
-        """The cells' release points, saved with the model's stream position so a restart
-        releases exactly when an uninterrupted run would (groups and window size are live
-        figures only: they are not saved, see :meth:`hold`)."""
-        return {"attributes": {a: b.to_dict() for a, b in self.written_bases.items()}}
+        """The release points and released figures as of the last evaluation written,
+        saved with the model's stream position: a restart publishes the same and releases
+        next exactly when an uninterrupted run would."""
+        return self.written_bases
 
     def restore(
         self,
@@ -292,25 +308,43 @@ class ModelPublication:
         cells: Sequence[CellEvaluation],
         counts: WindowCounts,
     ) -> None:
-        """After a restart: the cells' release points as saved (a file written before they
-        were saved: here),
-        the cells' released evaluations (``cells``, read back from the store), and groups
-        and window size withheld until they differ from now by 11 records or more (what
-        was shown before the restart is not known)."""
-        if saved is not None:  # as saved; an attribute without a point never released
-            for attr, d in (saved.get("attributes") or {}).items():
-                self.attribute_bases[attr] = Base.from_dict(d)
-        else:  # a file written before release points were: what it showed is not known
-            for attr, g in counts.groups.items():
-                self.attribute_bases[attr] = Base(counts.last_seq, tuple(map(int, g.records)))
-        self.written_bases = dict(self.attribute_bases)
+        """After a restart: release points and released figures as saved, and the cells'
+        released evaluations (``cells``, read back from the store). A file written before
+        they were saved: every release point here, and groups and window size withheld
+        until they differ from now by 11 records or more (what was shown is not known)."""
         for cell in cells:
             self.cells[(cell.result.metric, cell.result.attribute)] = cell
+        if saved is not None:
+            for attr, d in (saved.get("attributes") or {}).items():
+                self.attribute_bases[attr] = Base.from_dict(d)
+            for attr, by_code in (saved.get("groups") or {}).items():
+                for code, d in by_code.items():
+                    shown = d.get("shown")
+                    figures = None if shown is None else PublishedGroup(int(shown[0]), shown[1])
+                    self.groups[(attr, code)] = (Base.from_dict(d), figures)
+            w = saved.get("window")
+            if w is not None:
+                self.window = (Base.from_dict(w), w.get("shown"))
+        else:
+            for attr, g in counts.groups.items():
+                self.attribute_bases[attr] = Base(counts.last_seq, tuple(map(int, g.records)))
+                for code, n in zip(g.codes, g.records, strict=True):
+                    self.groups[(attr, code)] = (Base(counts.last_seq, (int(n),)), None)
+            self.window = (Base(counts.last_seq, (counts.records,)), None)
+        self.written_bases = self._state()
+        self.model = self._published_model(counts)
+
+    def _published_model(self, counts: WindowCounts) -> PublishedModel:
+        """What the release books show now (after a restore), in code order."""
+        groups: dict[str, dict[str, PublishedGroup]] = {}
         for attr, g in counts.groups.items():
-            for code, n in zip(g.codes, g.records, strict=True):
-                self.groups[(attr, code)] = (Base(counts.last_seq, (int(n),)), None)
-        self.window = (Base(counts.last_seq, (counts.records,)), None)
-        self.model = PublishedModel()
+            shown = {}
+            for code in g.codes:
+                entry = self.groups.get((attr, code))
+                if entry is not None and entry[1] is not None:
+                    shown[code] = entry[1]
+            groups[attr] = shown
+        return PublishedModel(None if self.window is None else self.window[1], groups)
 
     # ------------------------------------------------------------------ reads
     def published_cells(self) -> list[CellEvaluation]:

@@ -4,7 +4,6 @@ a model gives the state a fresh restore from the store gives (no map left behind
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -55,13 +54,11 @@ def _feed(pipe: Pipeline, payloads: list[bytes], clock: _Clock, start: int = 0) 
 
 
 def _state(pipe: Pipeline, model_id: str) -> dict:
-    """Everything a model's state holds, comparable. The published groups and window size
-    are left out on purpose: a restored model publishes none until 11 records of churn
-    after the restore (monitor.stream.publication.ModelPublication.restore); its cells
-    releases and release points are restored exactly and compared."""
+    """Everything a model's state holds, comparable (its releases included: they are
+    restored exactly, monitor.stream.publication.ModelPublication.restore)."""
     ms: ModelState = pipe._models[model_id]
     return {
-        "view": replace(ms.view(), published=None),
+        "view": ms.view(),
         "releases": ms.publication.saved(),
         "published_cells": ms.publication.published_cells(),
         "evaluated": ms.evaluated,
