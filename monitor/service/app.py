@@ -37,7 +37,7 @@ from monitor.core.privacy import (
     rounded_rate,
 )
 from monitor.core.results import CellEvaluation
-from monitor.core.tables import tables_from_frame
+from monitor.core.tables import group_index, tables_from_frame
 from monitor.service.api import ApiServer, serve_configured
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
 from monitor.service.outbox_relay import OutboxRelay
@@ -54,6 +54,7 @@ from monitor.store import Store, queries
 from monitor.stream.axis_payloads import AxisResult, axis_payload
 from monitor.stream.dead_letter_watch import DeadLetterWatch, IngestTally
 from monitor.stream.pipeline import BatchReport, Pipeline
+from monitor.stream.publication import cohort_release
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,8 @@ class MonitorService:
         # and keeps each model's last evaluation time (VFRMonitorStale reads it): a model
         # restored from the file with no new records must still look stale when it is
         self._last_evaluation = self.store.last_evaluation_times()
+        #: (axis, model) -> the cohort its latest published result rests on
+        self._axis_releases = self.store.axis_releases()
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
@@ -317,14 +320,28 @@ class MonitorService:
                 if not len(frame):
                     continue
                 result = compute(model_id, frame)
+                if isinstance(result, tuple | Axis3Result):  # the tiers use it either way
+                    self.pipeline.set_axis_result(model_id, result)
+                # a job is a release: published only when no group of the cohort moved by
+                # 1-10 records since the result last published (monitor.stream.publication)
+                groups = {
+                    a.name: (len(a.codes), group_index(frame[a.name].to_numpy(), a))
+                    for a in self.config.attributes
+                }
+                ok, cohort = cohort_release(
+                    self._axis_releases.get((axis, model_id)), frame["seq"].to_numpy(), groups
+                )
+                if not ok:
+                    log.info("%s of a model held: its cohort moved by 1-10 records", axis)
+                    continue
                 at = pd.Timestamp(self.clock(), unit="s", tz="UTC")
                 # the store holds JSON: converted here, right at the write
                 self.store.write_axis_results(
                     axis, model_id, len(frame), axis_payload(result), at, cursor=cursor,
                     position=position,
                 )  # fmt: skip
-                if isinstance(result, tuple | Axis3Result):
-                    self.pipeline.set_axis_result(model_id, result)
+                self.store.write_axis_release(axis, model_id, cohort, cursor)
+                self._axis_releases[(axis, model_id)] = cohort
         finally:
             cursor.close()
 

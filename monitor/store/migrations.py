@@ -136,6 +136,14 @@ MIGRATIONS: list[list[str]] = [
     # model's stream position, so a restart releases as an uninterrupted run would
     # (monitor.stream.publication). NULL (a file written before v9): released afresh.
     ["ALTER TABLE model_state ADD COLUMN IF NOT EXISTS releases JSON"],
+    # v10 (disclosure control): the cohort each scheduled axis last published a result on
+    # (its last sequence number and group sizes), so a job whose cohort moved by 1-10
+    # records of a group publishes nothing new, across restarts too.
+    [
+        """CREATE TABLE IF NOT EXISTS axis_releases (
+            axis VARCHAR NOT NULL, model_id VARCHAR NOT NULL, cohort JSON NOT NULL,
+            PRIMARY KEY (axis, model_id))""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -438,6 +438,12 @@ def latest_axis_results(c: duckdb.DuckDBPyConnection, axis: str) -> dict[str, An
     return {m: json.loads(p) for m, p in rows}
 
 
+def axis_releases(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, Any]]:
+    """(axis, model) -> the cohort its latest published result rests on."""
+    rows = c.execute("SELECT axis, model_id, cohort FROM axis_releases").fetchall()
+    return {(a, m): json.loads(x) for a, m, x in rows}
+
+
 def axis_history(
     c: duckdb.DuckDBPyConnection,
     axis: str,

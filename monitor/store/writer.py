@@ -654,6 +654,18 @@ class Store:
             c.execute("ROLLBACK")
             raise
 
+    def write_axis_release(
+        self, axis: str, model_id: str, cohort: Any, cursor: duckdb.DuckDBPyConnection
+    ) -> None:
+        """The cohort a newly published axis result rests on (queries.axis_releases)."""
+        cursor.execute(
+            "INSERT OR REPLACE INTO axis_releases VALUES (?, ?, ?::JSON)",
+            [axis, model_id, to_json(cohort)],
+        )
+
+    def axis_releases(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return queries.axis_releases(self._conn)
+
     def write_job_run(
         self,
         job: str,

@@ -349,3 +349,41 @@ class ModelPublication:
     # ------------------------------------------------------------------ reads
     def published_cells(self) -> list[CellEvaluation]:
         return sorted(self.cells.values(), key=lambda c: c.key)
+
+
+def cohort_release(
+    previous: Mapping[str, Any] | None,
+    seqs: np.ndarray,
+    groups: Mapping[str, tuple[int, np.ndarray]],
+) -> tuple[bool, dict[str, Any]]:
+    """Whether a scheduled job's result on a cohort may replace the one published before
+    (a job is a release of its own: docs/privacy.md), and the cohort's release point.
+
+    ``seqs``: the cohort's sequence numbers; ``groups``: attribute -> (number of groups,
+    each record's group index). A cohort, like a window, gains records at its end and loses
+    them for good as the latest event time moves on, so the records in one cohort and not
+    the other number ``n_then + n_now - 2 * kept`` per group, ``kept`` those of today's
+    records up to the previous cohort's last sequence number.
+
+    >>> seqs = np.arange(1, 41)
+    >>> first_ok, base = cohort_release(None, seqs, {"sex": (2, seqs % 2)})
+    >>> cohort_release(base, np.arange(2, 42), {"sex": (2, np.arange(2, 42) % 2)})[0]
+    False
+    >>> cohort_release(base, np.arange(13, 53), {"sex": (2, np.arange(13, 53) % 2)})[0]
+    True
+    """
+    last = int(seqs.max()) if len(seqs) else None
+    sizes = {a: np.bincount(g, minlength=k) for a, (k, g) in groups.items()}
+    here = {"seq": last, "n": {a: n.tolist() for a, n in sizes.items()}}
+    if previous is None:
+        return True, here
+    prev_seq = previous.get("seq")
+    kept_mask = np.zeros(len(seqs), bool) if prev_seq is None else seqs <= int(prev_seq)
+    for a, (k, g) in groups.items():
+        then = np.asarray((previous.get("n") or {}).get(a, []), dtype=np.int64)
+        if then.size != k:
+            continue  # a changed configuration: nothing published to compare with
+        kept = np.bincount(g[kept_mask], minlength=k)
+        if not releasable(int(d) for d in then + sizes[a] - 2 * kept):
+            return False, here
+    return True, here

@@ -303,3 +303,49 @@ def test_the_status_page_quotes_no_exact_small_or_unrounded_count(attack):
     drawn = [p for p in pages if "records received" in p]
     assert drawn, "the page was drawn at least once during the probes"
     assert all("&lt;11 records received" in p for p in drawn)  # the tiny model's 8
+
+
+def test_a_scheduled_job_publishes_nothing_new_on_a_cohort_moved_by_1_to_10_records(tmp_path):
+    """Scheduled jobs are releases too: EquiLense run again after one more record of a
+    group answers what it answered (the difference of two runs would be that record),
+    and after 11 more records of every group changed, a new result."""
+    clock = Clock()
+    cfg = config_from_mapping(
+        {
+            "window": {"size": 10_000, "hop_records": 1000, "hop_seconds": 0},
+            "axis1": {"K": 40},
+            "equilense": {"features": []},
+            "models": [{"id": "big"}],
+            "service": {"event_time_bounds": "none"},
+        }
+    )
+    svc = MonitorService(cfg, db_path=str(tmp_path / "j.duckdb"), http_port=0,
+                         start_scheduler=False, clock=clock)  # fmt: skip
+    svc.start()
+    try:
+        base = _records(2000, "big", 21, "j")
+        svc.pipeline.ingest_batch(_payloads(base), [Origin("t", 0, i) for i in range(2000)])
+        svc.pipeline.flush()
+
+        def answers() -> list:
+            return json.loads(_get(svc.api.url + "/api/axes?axis=equilense&model=big"))
+
+        svc.job_equilense()
+        first = answers()
+        assert len(first) == 1
+        one = _records(1, "big", 22, "one")
+        svc.pipeline.ingest_batch(_payloads(one), [Origin("t", 0, 2000)])
+        svc.pipeline.flush()
+        clock.t += 60
+        svc.job_equilense()
+        assert answers() == first  # held: one record moved the cohort
+        more = _records(120, "big", 23, "more")
+        for a, k in (("race", 5), ("sex", 2), ("ethnicity", 2), ("age_group", 4)):
+            more[a] = [str(i % k) for i in range(len(more))]  # 24+ records in every group
+        svc.pipeline.ingest_batch(_payloads(more), [Origin("t", 0, 2001 + i) for i in range(120)])
+        svc.pipeline.flush()
+        clock.t += 60
+        svc.job_equilense()
+        assert len(answers()) == 2  # 11+ records in every group: a new release
+    finally:
+        svc.close()
