@@ -60,6 +60,9 @@ log = logging.getLogger(__name__)
 
 SLOW_AXES = ("axis2", "axis3", "equilense")
 
+#: Scheduled axes whose results publish figures of groups, held by the release rule
+GROUP_FIGURE_AXES = frozenset({"equilense"})
+
 #: The live report at ``/`` is redrawn (in the background, when asked for) after a new
 #: evaluation, or once it is this old.
 STATUS_PAGE_MAX_AGE_S = 60.0
@@ -322,8 +325,11 @@ class MonitorService:
                 result = compute(model_id, frame)
                 if isinstance(result, tuple | Axis3Result):  # the tiers use it either way
                     self.pipeline.set_axis_result(model_id, result)
-                # a job is a release: published only when no group of the cohort moved by
-                # 1-10 records since the result last published (monitor.stream.publication)
+                # a job is a release. EquiLense publishes figures of groups (rates, sizes):
+                # a new result only when no group of the cohort moved by 1-10 records since
+                # the last one published (monitor.stream.publication). Axis 2 and 3 publish
+                # N*, VFR, kappa and verdict counts, exact by the rule, and fold sizes,
+                # rounded and suppressed: they are published at every run.
                 groups = {
                     a.name: (len(a.codes), group_index(frame[a.name].to_numpy(), a))
                     for a in self.config.attributes
@@ -331,7 +337,7 @@ class MonitorService:
                 ok, cohort = cohort_release(
                     self._axis_releases.get((axis, model_id)), frame["seq"].to_numpy(), groups
                 )
-                if not ok:
+                if axis in GROUP_FIGURE_AXES and not ok:
                     log.info("%s of a model held: its cohort moved by 1-10 records", axis)
                     continue
                 at = pd.Timestamp(self.clock(), unit="s", tz="UTC")
