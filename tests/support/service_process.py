@@ -90,6 +90,9 @@ class ServiceProcess:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
+        except urllib.error.URLError as e:  # not answering: say whether it is still running
+            state = "running" if self.proc.poll() is None else f"exited {self.proc.returncode}"
+            raise AssertionError(f"service {state}, {path}: {e}\n" + self.output()) from e
 
 
 def metric(text: str, name: str, **labels: str) -> float | None:
@@ -140,15 +143,16 @@ AXIS_DEPENDENT = {
 }  # fmt: skip
 
 
-def stream_results(store: Store) -> pd.DataFrame:
+def stream_results(store: Store, *, releases: bool = True) -> pd.DataFrame:
     """window_results without arrival sequence numbers (they depend on how partitions
-    interleave) and without what depends on the scheduled axes' timing."""
+    interleave) and without what depends on the scheduled axes' timing; ``releases``
+    False: without the ``released`` flags too, for runs with wall-clock hops (each one is a
+    release point, so which evaluations were released depends on when they fell)."""
     wr = window_results(store).drop(
         columns=["evaluated_at", "window_first_seq", "window_last_seq", "tier", "confirmed_tier"]
     )
-    wr["result"] = [
-        {k: v for k, v in json.loads(r).items() if k not in AXIS_DEPENDENT} for r in wr["result"]
-    ]
+    drop = AXIS_DEPENDENT if releases else {*AXIS_DEPENDENT, "released"}
+    wr["result"] = [{k: v for k, v in json.loads(r).items() if k not in drop} for r in wr["result"]]
     return wr
 
 
