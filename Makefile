@@ -41,7 +41,9 @@ system-deps:
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	# two workers, each test file on one of them (module fixtures, brokers per worker):
+	# the suite waits on brokers and processes as much as it computes (docs/decisions.md)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/vfr-monitor bench axis1
