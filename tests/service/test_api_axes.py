@@ -14,10 +14,9 @@ import urllib.request
 import pandas as pd
 import pytest
 
-from consumers.base import Origin
-from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.service.app import MonitorService
+from tests.support.pipeline_runs import feed_service
 
 CFG = config_from_mapping(
     {
@@ -32,17 +31,6 @@ CFG = config_from_mapping(
 )
 
 
-def _feed(service, n, seed, start=0, model=None):
-    df = synthetic_window(n, models=1, seed=seed).drop(columns=["decision"])
-    if model is not None:
-        df["model_id"] = model
-    df["record_id"] = [f"s{seed}-{i}" for i in range(len(df))]
-    df["event_time"] = "2026-11-01T00:00:00Z"
-    payloads = [json.dumps(r).encode() for r in df.to_dict("records")]
-    service.pipeline.ingest_batch(
-        payloads, [Origin("t", 0, start + i) for i in range(len(payloads))]
-    )
-    service.pipeline.flush()
 
 
 def get(service, path):
@@ -62,12 +50,12 @@ def service(tmp_path_factory):
                        clock=lambda: clock[0])  # fmt: skip
     s.start()
     try:
-        _feed(s, 3000, seed=1)
+        feed_service(s, 3000, seed=1)
         for _ in range(2):
             for job in ("axis2", "axis3", "equilense"):
                 assert s.scheduler.run_now_blocking(job).state == "success"
             clock[0] += 60.0
-        _feed(s, 5, seed=9, start=3000, model="tiny")
+        feed_service(s, 5, seed=9, start=3000, model="tiny")
         # a result of "tiny" as the jobs would store it, on its 5-record cohort
         at = pd.Timestamp(clock[0], unit="s", tz="UTC")
         s.store.write_axis_results("axis3", "tiny", 5, {"kappa": {"DI": 0.5}}, at)

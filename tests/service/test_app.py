@@ -15,6 +15,7 @@ from consumers.base import (
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.service.app import MonitorService
+from tests.support.pipeline_runs import feed_service
 from tests.support.servers import wait_for
 from tests.support.store_reads import window_results
 
@@ -30,15 +31,6 @@ CFG = config_from_mapping(
 )
 
 
-def _feed(service, n, seed, start=0):
-    df = synthetic_window(n, models=1, seed=seed).drop(columns=["decision"])
-    df["record_id"] = [f"s{seed}-{i}" for i in range(len(df))]
-    df["event_time"] = "2026-11-01T00:00:00Z"
-    payloads = [json.dumps(r).encode() for r in df.to_dict("records")]
-    service.pipeline.ingest_batch(
-        payloads, [Origin("t", 0, start + i) for i in range(len(payloads))]
-    )
-    service.pipeline.flush()
 
 
 def _get(url, timeout=5):
@@ -55,13 +47,13 @@ def service(tmp_path):
 
 
 def test_tiers_are_pending_until_the_slow_axes_ran_then_real(service):
-    _feed(service, 2000, seed=1)
+    feed_service(service, 2000, seed=1)
     cells = json.loads(_get(service.api.url + "/api/cells")[1])
     assert len(cells) == 28 and {c["tier"] for c in cells} == {"Pending"}
     for job in ("axis2", "axis3", "equilense"):
         outcome = service.scheduler.run_now_blocking(job)
         assert outcome.state == "success", outcome
-    _feed(service, 1000, seed=2, start=2000)
+    feed_service(service, 1000, seed=2, start=2000)
     computed = service.latest_cells()
     tiers = {c.tier.tier.value for c in computed}
     assert "Pending" not in tiers and tiers <= {
@@ -117,7 +109,7 @@ def test_tiers_are_pending_until_the_slow_axes_ran_then_real(service):
 
 
 def test_a_failing_job_is_contained_and_counted(service, monkeypatch):
-    _feed(service, 1000, seed=3)
+    feed_service(service, 1000, seed=3)
 
     def boom(*a, **k):
         raise RuntimeError("secret record value 0.1234")
@@ -128,14 +120,14 @@ def test_a_failing_job_is_contained_and_counted(service, monkeypatch):
     text = _get(service.api.url + "/metrics")[1].decode()
     assert 'vfr_job_runs_total{state="failure",task="axis2"} 1.0' in text
     assert "0.1234" not in text
-    _feed(service, 1000, seed=4, start=1000)  # the service keeps evaluating
+    feed_service(service, 1000, seed=4, start=1000)  # the service keeps evaluating
     assert len(json.loads(_get(service.api.url + "/api/cells")[1])) == 28
 
 
 def test_restart_restores_cells_for_the_api(tmp_path):
     path = str(tmp_path / "r.duckdb")
     s = MonitorService(CFG, db_path=path, http_port=0, start_scheduler=False)
-    _feed(s, 1000, seed=5)
+    feed_service(s, 1000, seed=5)
     before = s.cells()
     s.close()
     again = MonitorService(CFG, db_path=path, http_port=0, start_scheduler=False)
@@ -164,7 +156,7 @@ def test_retention_deletes_only_what_is_past_its_age(tmp_path):
     s = MonitorService(cfg, db_path=str(tmp_path / "ret.duckdb"), http_port=0,
                        start_scheduler=False, clock=lambda: now[0])  # fmt: skip
     try:
-        _feed(s, 1000, seed=6)  # event_time 2026-11-01: 75 days before "now"
+        feed_service(s, 1000, seed=6)  # event_time 2026-11-01: 75 days before "now"
         assert s.job_retention()["discharges"] == 0
         now[0] += 30 * 86_400  # 105 days after the events: discharges go, results stay
         deleted = s.job_retention()
@@ -185,7 +177,7 @@ def test_a_slow_scheduled_job_does_not_hold_back_hop_evaluations(tmp_path):
                        start_scheduler=False)  # fmt: skip
     s.start()
     try:
-        _feed(s, 4000, seed=5)
+        feed_service(s, 4000, seed=5)
         outcome = {}
         job = threading.Thread(
             target=lambda: outcome.update(o=s.scheduler.run_now_blocking("axis2"))
@@ -194,7 +186,7 @@ def test_a_slow_scheduled_job_does_not_hold_back_hop_evaluations(tmp_path):
         hops_done: list[float] = []
         start = 4000
         while job.is_alive() and start < 40_000:
-            _feed(s, 1000, seed=100 + start, start=start)  # one hop, evaluated and written
+            feed_service(s, 1000, seed=100 + start, start=start)  # one hop, evaluated and written
             hops_done.append(time.time())
             start += 1000
         job.join()
@@ -246,6 +238,6 @@ def test_most_input_dead_lettered_for_one_reason_is_logged_once_and_exported(ser
         service.tally.summary() == "stored 0, duplicates 0, dead-lettered 1500 (unknown_model 1500)"
     )
 
-    _feed(service, 2000, seed=6, start=len(payloads))  # registered: stored
+    feed_service(service, 2000, seed=6, start=len(payloads))  # registered: stored
     assert _dominant(service.api.url) == {"unknown_model": 0.0}
     assert service.tally.stored == 2000

@@ -8,7 +8,6 @@ guess about this machine's speed (the demo's page takes 12 s to draw).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import urllib.request
@@ -17,11 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import monitor.service.app as app_module
-from consumers.base import Origin
-from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.service.app import MonitorService
 from monitor.service.page_renderer import PageRenderer
+from tests.support.pipeline_runs import feed_service
 from tests.support.servers import wait_for
 
 CFG = config_from_mapping(
@@ -36,15 +34,6 @@ CFG = config_from_mapping(
 CLIENT_TIMEOUT_S = 3.0
 
 
-def _feed(service: MonitorService, n: int, seed: int, start: int = 0) -> None:
-    df = synthetic_window(n, models=1, seed=seed).drop(columns=["decision"])
-    df["record_id"] = [f"s{seed}-{i}" for i in range(len(df))]
-    df["event_time"] = "2026-11-01T00:00:00Z"
-    payloads = [json.dumps(r).encode() for r in df.to_dict("records")]
-    service.pipeline.ingest_batch(
-        payloads, [Origin("t", 0, start + i) for i in range(len(payloads))]
-    )
-    service.pipeline.flush()
 
 
 def _get(url: str) -> tuple[int, str, float]:
@@ -81,7 +70,7 @@ def test_parallel_requests_draw_once_in_the_background_and_probes_do_not_wait(tm
                              start_scheduler=False)  # fmt: skip
     try:
         service.start()
-        _feed(service, 2000, seed=1)
+        feed_service(service, 2000, seed=1)
         url = service.api.url
         # four browsers at once, while the drawing is held: each is answered at once
         with ThreadPoolExecutor(4) as pool:
@@ -101,7 +90,7 @@ def test_parallel_requests_draw_once_in_the_background_and_probes_do_not_wait(tm
         # a new evaluation: the last page at once (its redrawing is the renderer's
         # business: test_a_stale_page_is_redrawn_no_sooner_than_the_last_drawing_took)
         gate.clear()
-        _feed(service, 1000, seed=2, start=2000)
+        feed_service(service, 1000, seed=2, start=2000)
         status, page, _s = _get(url + "/")
         assert status == 200 and "model-00" in page and "Rendered " in page
     finally:

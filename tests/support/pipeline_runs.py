@@ -39,3 +39,18 @@ def stored_results(store: Store) -> pd.DataFrame:
         {k: v for k, v in json.loads(r).items() if k != "evaluated_at"} for r in wr["result"]
     ]
     return wr
+
+
+def feed_service(service, n: int, seed: int, start: int = 0, model: str | None = None) -> None:
+    """``n`` synthetic scored discharges of one model into a MonitorService's pipeline
+    (offsets from ``start``), then its evaluations written."""
+    df = synthetic_window(n, models=1, seed=seed).drop(columns=["decision"])
+    if model is not None:
+        df["model_id"] = model
+    df["record_id"] = [f"s{seed}-{i}" for i in range(len(df))]
+    df["event_time"] = "2026-11-01T00:00:00Z"
+    payloads = [json.dumps(r).encode() for r in df.to_dict("records")]
+    service.pipeline.ingest_batch(
+        payloads, [Origin("t", 0, start + i) for i in range(len(payloads))]
+    )
+    service.pipeline.flush()
