@@ -38,11 +38,12 @@ system-deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+# pytest with two workers, each test file on one of them (its module fixtures and a broker
+# per worker): the suite waits on brokers and processes as much as it computes
+# (docs/decisions.md, "Suite time").
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	# two workers, each test file on one of them (module fixtures, brokers per worker):
-	# the suite waits on brokers and processes as much as it computes (docs/decisions.md)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
