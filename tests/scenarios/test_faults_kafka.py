@@ -51,6 +51,10 @@ def _records(per_model: int, models: int = 3, seed: int = 11) -> list[dict]:
     return df.to_dict("records")
 
 
+#: the wall-clock hop of the services here (seconds)
+HOP_SECONDS = 1
+
+
 def _config(tmp_path: Path, bootstrap: str, topic: str, *, extra: str = "") -> Path:
     p = tmp_path / "c.toml"
     p.write_text(
@@ -58,7 +62,7 @@ def _config(tmp_path: Path, bootstrap: str, topic: str, *, extra: str = "") -> P
 [window]
 size = 800
 hop_records = 200
-hop_seconds = 1
+hop_seconds = {HOP_SECONDS}
 [axis1]
 K = 300
 [axis2]
@@ -272,6 +276,9 @@ def test_broker_outage_not_ready_then_resumes_with_nothing_lost(own_kafka_broker
         body = svc.get("/readyz")[1]
         assert "broker unreachable" in body, body
         not_ready_after = time.monotonic() - t_down
+        # the last wall-clock hop of what was fetched before the stop: a hop and the 1 s
+        # tick, twice, with a margin for a loaded machine
+        time.sleep(2 * (HOP_SECONDS + 1) + 2)
         during = svc.get("/metrics")[1]
         time.sleep(2)
         later = svc.get("/metrics")[1]
