@@ -249,6 +249,18 @@ def releasable(churn_since: Iterable[int]) -> bool:
     return all(d == 0 or d >= SMALL_CELL for d in churn_since)
 
 
+def records_changed(n_then, n_now, kept):
+    """Records in one of two windows (or cohorts) and not the other, per group: the
+    symmetric difference of two record sets of which the second only gained records at its
+    end and lost some for good, ``kept`` being the first one's records still present.
+    Works on ints and numpy arrays alike.
+
+    >>> records_changed(20, 20, 14)  # 6 left, 6 came
+    12
+    """
+    return n_then + n_now - 2 * kept
+
+
 @dataclass(frozen=True)
 class Release(Generic[T]):
     """What one item last released (None: withheld) and its churn counters at that moment

@@ -39,6 +39,7 @@ import numpy as np
 from monitor.core.events import CellEvent
 from monitor.core.privacy import (
     SMALL_CELL,
+    records_changed,
     releasable,
     reportable,
     rounded_count,
@@ -116,7 +117,7 @@ class WindowCounts:
         then = np.asarray(base.n, dtype=np.int64)
         if base.seq is None or then.size != now.size:
             return then + now if then.size == now.size else now.copy()
-        return then + now - 2 * self.kept[base.seq][attr]
+        return records_changed(then, now, self.kept[base.seq][attr])
 
     def differs_total(self, base: Base) -> int:
         """Records in the base's window or today's but not both (the whole window)."""
@@ -124,7 +125,7 @@ class WindowCounts:
             return base.n[0] + self.records
         first = next(iter(self.kept[base.seq].values()), None)
         kept = 0 if first is None else int(first.sum())
-        return base.n[0] + self.records - 2 * kept
+        return records_changed(base.n[0], self.records, kept)
 
 
 @dataclass(frozen=True)
@@ -269,7 +270,7 @@ class ModelPublication:
         now = int(counts.groups[attr].records[i])
         if base.seq is None:
             return base.n[0] + now
-        return base.n[0] + now - 2 * int(counts.kept[base.seq][attr][i])
+        return records_changed(base.n[0], now, int(counts.kept[base.seq][attr][i]))
 
     def _release_window(self, counts: WindowCounts) -> int | None:
         here = Base(counts.last_seq, (counts.records,))
@@ -384,6 +385,6 @@ def cohort_release(
         if then.size != k:
             continue  # a changed configuration: nothing published to compare with
         kept = np.bincount(g[kept_mask], minlength=k)
-        if not releasable(int(d) for d in then + sizes[a] - 2 * kept):
+        if not releasable(int(d) for d in records_changed(then, sizes[a], kept)):
             return False, here
     return True, here
