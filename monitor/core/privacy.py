@@ -271,12 +271,15 @@ class Release(Generic[T]):
 
 
 class ReleaseBook(Generic[K, T]):
-    """The published figures of a family of items (groups, cells, models), one release at
-    a time.
+    """The published figures of a family of items (the service's rolling health figures
+    per model), one release at a time; the window's cells and groups use the exact record
+    count of monitor.stream.publication instead.
 
-    At each release point the owner offers every item's current figures with its
-    cumulative churn counters; an item whose churn since its last release is not
-    :func:`releasable` keeps its last released figures. Pure bookkeeping, no I/O.
+    At each release point the owner offers every item's current figures with a cumulative
+    counter of the records they rest on (for the health figures: records the health
+    window has seen; with a window of 11 or more, 11 new ones change 11 or more of its
+    records); an item whose counter moved by 1-10 since its last release keeps its last
+    released figures. Pure bookkeeping, no I/O.
 
     >>> book = ReleaseBook()
     >>> book.offer("g", [20], "figures at 20")
@@ -295,45 +298,18 @@ class ReleaseBook(Generic[K, T]):
         key: K,
         churn: Sequence[int],
         figures: T | None,
-        counted: Sequence[bool] | None = None,
     ) -> T | None:
-        """The figures ``key`` publishes after this release point (``counted``: which
-        churn counters the figures rest on; default all)."""
+        """The figures ``key`` publishes after this release point."""
         now = tuple(int(c) for c in churn)
         prev = self._released.get(key)
         if prev is not None and len(prev.churn) == len(now):
             deltas = [a - b for a, b in zip(now, prev.churn, strict=True)]
-            if counted is not None:
-                deltas = [d for d, c in zip(deltas, counted, strict=True) if c]
             if not releasable(deltas):
                 return prev.figures
         self._released[key] = Release(figures, now)
         return figures
 
-    def hold(self, key: K, churn: Sequence[int], figures: T | None = None) -> None:
-        """Start ``key`` from ``figures`` as released at churn ``churn`` (a restart: the
-        next release needs 11 records of churn since this point)."""
-        self._released[key] = Release(figures, tuple(int(c) for c in churn))
-
-    def withhold(self, key: K) -> None:
-        """Publish nothing for ``key`` from now on, keeping the churn of its last release:
-        figures shown again later differ from those last shown by 11 records or more."""
-        prev = self._released.get(key)
-        if prev is not None:
-            self._released[key] = Release(None, prev.churn)
-
-    def release_of(self, key: K) -> Release[T] | None:
-        """``key``'s last release (figures and churn counters), to persist it."""
-        return self._released.get(key)
-
     def released(self, key: K) -> T | None:
         """The figures ``key`` publishes now (None: withheld or never released)."""
         r = self._released.get(key)
         return None if r is None else r.figures
-
-    def forget(self, key: K) -> None:
-        self._released.pop(key, None)
-
-    def shown(self) -> list[T]:
-        """The figures every item publishes now (withheld ones left out)."""
-        return [r.figures for r in self._released.values() if r.figures is not None]
