@@ -75,6 +75,18 @@ class AuditCell:
     kappa_band: str | None  # "not applicable" without hospital ids
     kappa_degenerate: bool | None
     axis3_note: str
+    #: resamples whose value was undefined (left out of the VFR)
+    n_undefined: int = 0
+    #: not evaluable (tier Not-Evaluable): why, and what it would need (core.axis1)
+    not_evaluable_reason: str = ""
+    records_needed: int | None = None
+    records_needed_groups: tuple[str, ...] = ()
+    #: why the cell has no kappa although Axis 3 ran ("" otherwise)
+    kappa_reason: str = ""
+
+    @property
+    def evaluable(self) -> bool:
+        return self.tier.evaluable
 
     @property
     def withheld(self) -> bool:
@@ -92,7 +104,7 @@ class AuditCell:
             "value": float_or_none(self.value),
             "point_verdict": self.point_verdict,
             "dominant_verdict": self.dominant_verdict,
-            "vfr": self.vfr,
+            "vfr": float_or_none(self.vfr),
             "sigma": _inf_word(float_or_none(self.sigma)),
             "ci_low": float_or_none(self.ci_low),
             "ci_high": float_or_none(self.ci_high),
@@ -114,6 +126,12 @@ class AuditCell:
             "kappa_degenerate": self.kappa_degenerate,
             "axis3_note": self.axis3_note,
             "min_denominator": float_or_none(self.min_denominator),
+            "n_undefined": self.n_undefined,
+            "evaluable": self.evaluable,
+            "not_evaluable_reason": self.not_evaluable_reason,
+            "records_needed": self.records_needed,
+            "records_needed_groups": " ".join(self.records_needed_groups),
+            "kappa_reason": self.kappa_reason,
         }
         out = published_cell(row, self.cohort_n, AUDIT_IDENTITY)
         if not self.withheld:
@@ -147,7 +165,7 @@ class AuditCell:
             value=as_float(d.get("value")),
             point_verdict=str(d["point_verdict"]),
             dominant_verdict=str(d["dominant_verdict"]),
-            vfr=float(d["vfr"]),
+            vfr=as_float(d.get("vfr")),
             sigma=as_float(d.get("sigma")),
             ci_low=as_float(d.get("ci_low")),
             ci_high=as_float(d.get("ci_high")),
@@ -159,6 +177,7 @@ class AuditCell:
                 _split(d.get("failed_axes")),
                 _split(d.get("pending_axes")),
                 ("axis3",) if partial else (),
+                str(d.get("not_evaluable_reason") or ""),
             ),
             n_star=_none_or_float(d.get("n_star")),
             n_star_reached=d.get("n_star_reached"),
@@ -166,4 +185,11 @@ class AuditCell:
             kappa_band=d.get("kappa_band"),
             kappa_degenerate=d.get("kappa_degenerate"),
             axis3_note=str(d.get("axis3_note") or ""),
+            n_undefined=int(d.get("n_undefined") or 0),
+            not_evaluable_reason=str(d.get("not_evaluable_reason") or ""),
+            records_needed=None if d.get("records_needed") in (None, "") else int(
+                d["records_needed"]
+            ),
+            records_needed_groups=_split(d.get("records_needed_groups"), " "),
+            kappa_reason=str(d.get("kappa_reason") or ""),
         )

@@ -54,10 +54,16 @@ DEFAULT_KAPPA_CUTOFF = 0.40
 def fleiss_kappa(ratings: np.ndarray) -> tuple[float, bool]:
     """Fleiss' kappa of an (items x categories) matrix of rater counts, and a degenerate flag.
 
-    From the definition: P_i = (sum_j n_ij^2 - n) / (n (n - 1)) is the agreement
-    on item i among its n raters, P_bar their mean, p_j the share of all ratings
-    in category j, P_e = sum_j p_j^2 the agreement expected by chance, and
-    kappa = (P_bar - P_e) / (1 - P_e).
+    From the definition, with n_i the ratings of item i (items may have different
+    numbers of raters: a fold whose verdict is undefined does not vote):
+    P_i = (sum_j n_ij^2 - n_i) / (n_i (n_i - 1)) is the share of agreeing rater pairs
+    on item i, P_bar their mean over the items, p_j the share of all ratings in
+    category j, P_e = sum_j p_j^2 the agreement expected by chance, and
+    kappa = (P_bar - P_e) / (1 - P_e). With the same n for every item this is Fleiss
+    (1971) exactly (statsmodels' ``fleiss_kappa``); with per-item n_i it is the usual
+    generalisation (each item's agreement on its own raters, chance from the pooled
+    ratings). Items with fewer than two ratings cannot show agreement and are left out
+    (of P_bar and of p_j); none left is an error.
 
     When every rating falls in one category, P_e = 1 and kappa is 0/0. docs/method.md
     section 5 reports that as perfect agreement: (1.0, True). Degeneracy is
@@ -69,27 +75,59 @@ def fleiss_kappa(ratings: np.ndarray) -> tuple[float, bool]:
         raise ValueError("ratings must be a non-empty (items x categories) matrix")
     if np.any(n_ij < 0) or np.any(n_ij != np.rint(n_ij)):
         raise ValueError("ratings must be non-negative integer counts")
-    raters = n_ij.sum(axis=1)
-    n = raters[0]
-    if np.any(raters != n):
-        raise ValueError("every item must have the same number of raters")
-    if n < 2:
-        raise ValueError("agreement needs at least two raters per item")
+    n_ij = n_ij[n_ij.sum(axis=1) >= 2]
+    if n_ij.shape[0] == 0:
+        raise ValueError("agreement needs an item with at least two ratings")
     if np.count_nonzero(n_ij.sum(axis=0)) <= 1:
         return 1.0, True
-    P_i = ((n_ij * n_ij).sum(axis=1) - n) / (n * (n - 1.0))
+    n_i = n_ij.sum(axis=1)
+    P_i = ((n_ij * n_ij).sum(axis=1) - n_i) / (n_i * (n_i - 1.0))
     P_bar = float(P_i.mean())
-    p_j = n_ij.sum(axis=0) / (n_ij.shape[0] * n)
+    p_j = n_ij.sum(axis=0) / n_i.sum()
     P_e = float((p_j * p_j).sum())
     return (P_bar - P_e) / (1.0 - P_e), False
 
 
-def fleiss_kappa_from_pass_counts(n_pass: np.ndarray, raters: int) -> tuple[float, bool]:
-    """Fleiss' kappa for binary pass/fail items given how many of ``raters`` passed each."""
+def fleiss_kappa_from_pass_counts(
+    n_pass: np.ndarray, raters: int | np.ndarray
+) -> tuple[float, bool]:
+    """Fleiss' kappa for binary pass/fail items given how many of ``raters`` (one number,
+    or one per item: the folds that voted on it) passed each."""
     k = np.asarray(n_pass, dtype=np.int64).reshape(-1)
-    if np.any(k < 0) or np.any(k > raters):
+    n = np.broadcast_to(np.asarray(raters, dtype=np.int64).reshape(-1), k.shape)
+    if np.any(k < 0) or np.any(k > n):
         raise ValueError("pass counts must lie between 0 and the number of raters")
-    return fleiss_kappa(np.column_stack([k, raters - k]))
+    return fleiss_kappa(np.column_stack([k, n - k]))
+
+
+#: The band of a kappa that is not evaluable.
+NOT_EVALUABLE_BAND = "not evaluable"
+
+#: Axis 3 has a kappa only when at least this many attribute items have two votes or more
+#: and at least MIN_VOTING_FOLDS folds vote at all (docs/decisions.md, "Undefined is not
+#: a verdict"): below that, agreement "beyond chance" rests on too few judgements.
+MIN_VOTED_ITEMS = 2
+MIN_VOTING_FOLDS = 3
+
+
+def kappa_not_evaluable(votes: np.ndarray) -> str:
+    """Why the kappa of a (items x folds) vote mask cannot be computed ("" if it can).
+
+    >>> kappa_not_evaluable(np.array([[True, True, False], [False, False, False]]))
+    'only 1 attribute has two or more folds that can judge it (need 2)'
+    """
+    per_item = votes.sum(axis=1)
+    items = int((per_item >= 2).sum())
+    folds = int(votes.any(axis=0).sum())
+    if items < MIN_VOTED_ITEMS:
+        noun = "attribute has" if items == 1 else "attributes have"
+        return (
+            f"only {items} {noun} two or more folds that can judge it "
+            f"(need {MIN_VOTED_ITEMS})"
+        )
+    if folds < MIN_VOTING_FOLDS:
+        return f"only {folds} folds can judge any attribute (need {MIN_VOTING_FOLDS})"
+    return ""
 
 
 #: Landis and Koch (1977) bands of a kappa: (lower bound, name), ascending. A band holds
@@ -351,16 +389,18 @@ class Axis3Cell:
     attribute: str
     threshold: float
     direction: str
-    kappa: float  # the metric's kappa, shared by all its attribute cells
-    band: str  # Landis-Koch
-    degenerate: bool  # every fold verdict of the metric identical; kappa reported as 1.0
-    fails_axis3: bool  # kappa < cutoff
+    kappa: float  # the metric's kappa, shared by its cells; NaN: not evaluable
+    band: str  # Landis-Koch; "not evaluable" when kappa is NaN
+    degenerate: bool  # every vote of the metric identical; kappa reported as 1.0
+    fails_axis3: bool  # kappa < cutoff (False when not evaluable)
     n_pass_folds: int
     n_folds: int
-    n_undefined_folds: int  # folds where the value was undefined (counted as Fail)
-    fold_verdicts: tuple[str, ...]  # "pass"/"fail" per fold
+    n_undefined_folds: int  # folds where the value was undefined: they do not vote
+    fold_verdicts: tuple[str, ...]  # "pass"/"fail"/"undefined" per fold
     fold_values: tuple[float, ...]  # metric value per fold (NaN: undefined)
     groups_left_out: tuple[tuple[str, int], ...]  # (group code, folds where it was left out)
+    #: why the cell has no kappa (too few voting folds, for the cell or the metric); ""
+    kappa_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -369,7 +409,7 @@ class Axis3Cell:
             "attribute": self.attribute,
             "threshold": self.threshold,
             "direction": self.direction,
-            "kappa": self.kappa,
+            "kappa": float_or_none(self.kappa),
             "band": self.band,
             "degenerate": self.degenerate,
             "fails_axis3": self.fails_axis3,
@@ -379,6 +419,7 @@ class Axis3Cell:
             "fold_verdicts": list(self.fold_verdicts),
             "fold_values": [float_or_none(v) for v in self.fold_values],
             "groups_left_out": dict(self.groups_left_out),
+            "kappa_reason": self.kappa_reason,
         }
 
     @classmethod
@@ -402,6 +443,7 @@ class Axis3Cell:
             groups_left_out=tuple(
                 (str(g), int(k)) for g, k in (d.get("groups_left_out") or {}).items()
             ),
+            kappa_reason=str(d.get("kappa_reason") or ""),
         )
 
 
@@ -415,15 +457,21 @@ class MetricAgreement:
     degenerate: bool
     fails_axis3: bool
     n_pass_folds: tuple[int, ...]  # per attribute, in configured order
+    #: per attribute, the folds whose value was defined (its voters); () in rows stored
+    #: before folds could abstain
+    n_voting_folds: tuple[int, ...] = ()
+    reason: str = ""  # why kappa is not evaluable (NaN); "" when it is
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "metric": self.metric,
-            "kappa": self.kappa,
+            "kappa": float_or_none(self.kappa),
             "band": self.band,
             "degenerate": self.degenerate,
             "fails_axis3": self.fails_axis3,
             "n_pass_folds": list(self.n_pass_folds),
+            "n_voting_folds": list(self.n_voting_folds),
+            "reason": self.reason,
         }
 
     @classmethod
@@ -436,6 +484,8 @@ class MetricAgreement:
             degenerate=bool(d["degenerate"]),
             fails_axis3=bool(d["fails_axis3"]),
             n_pass_folds=tuple(int(k) for k in d.get("n_pass_folds") or ()),
+            n_voting_folds=tuple(int(k) for k in d.get("n_voting_folds") or ()),
+            reason=str(d.get("reason") or ""),
         )
 
 
@@ -523,7 +573,7 @@ def fold_verdicts(
     ``counts``/``score_sum`` are fold arrays (F, G, 2, 2, B). Returns
     (values per metric (F,), verdicts per metric (F,) bool, support (F, G)).
     Groups under ``min_group_support`` records in a fold are left out of that
-    fold; an undefined value is a Fail (``passes``).
+    fold; an undefined value (NaN) is no verdict: the fold does not vote on it.
     """
     tallies = fold_tallies(counts, score_sum)
     support = tallies.group_size >= min_group_support
@@ -578,6 +628,10 @@ def axis3(
     For each metric, the verdict matrix (attributes x folds) is rated with
     Fleiss' kappa (items = attributes, raters = folds); the metric's kappa is
     assigned to each of its cells, which fail Axis 3 when kappa < kappa_cutoff.
+    A fold whose value for a cell is undefined does not vote on it
+    (:func:`fleiss_kappa` with per-item raters); a cell that fewer than two folds
+    can judge gets no kappa, and neither does any cell of a metric that too few
+    folds can judge (:func:`kappa_not_evaluable`).
     """
     if folds is None:
         if hospital_ids is None:
@@ -619,14 +673,24 @@ def axis3(
 
     metric_rows, cells = [], []
     for r in rules:
-        n_pass = verdict[r.name].sum(axis=1)
-        kappa, degenerate = fleiss_kappa_from_pass_counts(n_pass, F)
-        band = landis_koch_band(kappa)
-        fails = kappa < kappa_cutoff
+        votes = ~np.isnan(value[r.name])  # (A, F): a fold votes where its value is defined
+        n_pass = (verdict[r.name] & votes).sum(axis=1)
+        n_votes = votes.sum(axis=1)
+        reason = kappa_not_evaluable(votes)
+        if reason:
+            kappa, degenerate, band, fails = math.nan, False, NOT_EVALUABLE_BAND, False
+        else:
+            kappa, degenerate = fleiss_kappa_from_pass_counts(n_pass, n_votes)
+            band, fails = landis_koch_band(kappa), kappa < kappa_cutoff
         metric_rows.append(
-            MetricAgreement(r.name, kappa, band, degenerate, fails, tuple(int(k) for k in n_pass))
+            MetricAgreement(
+                r.name, kappa, band, degenerate, fails, tuple(int(k) for k in n_pass),
+                tuple(int(k) for k in n_votes), reason,
+            )  # fmt: skip
         )
         for i, a in enumerate(attributes):
+            own = "" if n_votes[i] >= 2 else f"{int(n_votes[i])} of {F} folds can judge it"
+            cell_reason = reason or own
             cells.append(
                 Axis3Cell(
                     model_id=model_id,
@@ -634,16 +698,20 @@ def axis3(
                     attribute=a.name,
                     threshold=r.threshold,
                     direction=r.direction,
-                    kappa=kappa,
-                    band=band,
-                    degenerate=degenerate,
-                    fails_axis3=fails,
+                    kappa=math.nan if cell_reason else kappa,
+                    band=NOT_EVALUABLE_BAND if cell_reason else band,
+                    degenerate=False if cell_reason else degenerate,
+                    fails_axis3=False if cell_reason else fails,
                     n_pass_folds=int(n_pass[i]),
                     n_folds=F,
-                    n_undefined_folds=int(np.isnan(value[r.name][i]).sum()),
-                    fold_verdicts=tuple("pass" if v else "fail" for v in verdict[r.name][i]),
+                    n_undefined_folds=int(F - n_votes[i]),
+                    fold_verdicts=tuple(
+                        ("pass" if v else "fail") if ok else "undefined"
+                        for v, ok in zip(verdict[r.name][i], votes[i], strict=True)
+                    ),
                     fold_values=tuple(float(v) for v in value[r.name][i]),
                     groups_left_out=left_out[i],
+                    kappa_reason=cell_reason,
                 )
             )
     return Axis3Result(
@@ -674,9 +742,10 @@ def published_axis3(result: Axis3Result) -> dict[str, Any]:
     1-10 records, and as many more of the smallest as keep the record total minus the
     shown folds from naming it, show ``<11`` for their size, value and verdict; the other
     sizes, the record count and the excluded count are rounded, and the note quotes only
-    published counts. Kappas, bands, pass counts and the fold count stay exact: they are
-    computed from verdicts, and a small fold's verdict is always a Fail (no group of it
-    reaches the group support), so its verdict says nothing of its patients.
+    published counts. Kappas, bands, pass and vote counts and the fold count stay exact:
+    they are computed from verdicts, and a small fold has no verdict (no two groups of
+    it reach the group support, so its value is undefined and it does not vote), so it
+    says nothing of its patients.
     """
     out = result.to_dict()
     sizes = published_family(dict(enumerate(result.fold_sizes)))

@@ -75,8 +75,11 @@ def combine_cell(
     cell3 = a3.cell(a1.metric, a1.attribute) if a3 is not None and a3.applicable else None
     applicable = a3 is None or a3.applicable
     tier = cell_tier(
-        a1.vfr, a2.n_star if a2 else None, cell3.kappa if cell3 else None, applicable, config
-    )
+        a1.vfr, a2.n_star if a2 else None, cell3.kappa if cell3 else None, applicable, config,
+        a1.not_evaluable_reason,
+    )  # fmt: skip
+    if not a1.evaluable:  # no kappa of its own either (docs/method.md section 2)
+        cell3 = None
     return AuditCell(
         model_id=a1.model_id,
         metric=a1.metric,
@@ -100,10 +103,22 @@ def combine_cell(
         n_star=a2.n_star if a2 else None,
         n_star_reached=a2.reached if a2 else None,
         kappa=cell3.kappa if cell3 else None,
-        kappa_band=cell3.band if cell3 else (None if applicable else "not applicable"),
+        kappa_band=cell3.band if cell3 else _kappa_absent(a1, applicable),
         kappa_degenerate=cell3.degenerate if cell3 else None,
         axis3_note=(a3.note or a3.reason or "") if a3 is not None else "",
+        n_undefined=a1.n_undefined,
+        not_evaluable_reason=a1.not_evaluable_reason,
+        records_needed=a1.records_needed,
+        records_needed_groups=a1.records_needed_groups,
+        kappa_reason=cell3.kappa_reason if cell3 else "",
     )
+
+
+def _kappa_absent(a1: CellResult, applicable: bool) -> str | None:
+    """The kappa band of a cell without a kappa: none yet, or why there is none."""
+    if not a1.evaluable:
+        return "not evaluable"
+    return None if applicable else "not applicable"
 
 
 def run_equilense(

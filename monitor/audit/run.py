@@ -34,7 +34,8 @@ CELL_COLUMNS = (
     "sigma", "ci_low", "ci_high", "n_star", "kappa", "kappa_band", "failed_axes", "tier",
     "partial", "pending_axes", "threshold", "direction", "n_pass", "K", "resample_n",
     "cohort_n", "groups_left_out", "n_star_reached", "kappa_degenerate", "axis3_note",
-    "min_denominator",
+    "min_denominator", "n_undefined", "evaluable", "not_evaluable_reason", "records_needed",
+    "records_needed_groups", "kappa_reason",
 )  # fmt: skip
 
 
@@ -146,11 +147,15 @@ def format_summary(report: AuditReport) -> str:
             continue
         value = "undef" if math.isnan(c.value) else f"{c.value:.3f}"
         n_star = c.n_star if c.n_star is None or math.isinf(c.n_star) else int(c.n_star)
-        kappa = "n/a" if c.kappa is None else f"{c.kappa:.2f}"
+        kappa = "n/a" if c.kappa is None or math.isnan(c.kappa) else f"{c.kappa:.2f}"
         tier = c.tier.tier.value + (" (partial)" if c.tier.partial else "")
+        verdict, vfr = c.dominant_verdict, f"{c.vfr:>7.3f}"
+        if not c.evaluable:  # no verdict, VFR or tier: the reason instead
+            verdict, vfr, kappa = "n/e", f"{'-':>7}", "-"
+            tier += f": {c.not_evaluable_reason}"
         lines.append(
             f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute[:11]:<12}{value:>8} "
-            f"{c.dominant_verdict:>8}{c.vfr:>7.3f}{n_star!s:>9}{kappa:>8}  {tier}"
+            f"{verdict:>8}{vfr}{n_star!s:>9}{kappa:>8}  {tier}"
         )
     counts: dict[str, int] = {}
     for c in report.cells:

@@ -46,10 +46,27 @@ from monitor.core.metrics import (
     METRICS,
     NEEDS_BINS,
     Tallies,
+    denominator_shortfall,
+    denominator_words,
     passes,
     smallest_denominator,
     tallies_from_table,
 )
+
+#: The verdict word of a cell that has none (docs/method.md section 2, revised 2026-12-01).
+NOT_EVALUABLE = "not_evaluable"
+
+#: A cell whose value is defined on the window but undefined in more than this share of
+#: its K resamples is not evaluable: its flip rate would rest on the few resamples that
+#: happen to be defined (docs/decisions.md, "Undefined is not a verdict").
+MAX_UNDEFINED_SHARE = 0.5
+
+#: The kind of record a metric's denominators count (for "up to 15 more positives").
+NEEDED_KIND = {
+    "EOPP": "positives",
+    "EOD": "positives or negatives",
+    "PP": "flagged records (decision 1)",
+}
 
 
 @dataclass(frozen=True)
@@ -62,17 +79,17 @@ class CellResult:
     threshold: float
     direction: str
     value: float  # point estimate on the whole window (NaN: undefined)
-    point_verdict: str  # "pass" / "fail"
-    n_pass: int
+    point_verdict: str  # "pass" / "fail"; "not_evaluable" when the cell is not evaluable
+    n_pass: int  # passing resamples among the defined ones
     K: int
-    vfr: float
-    dominant_verdict: str  # "pass" / "fail"; a tie is "fail"
+    vfr: float  # over the defined resamples; NaN when the cell is not evaluable
+    dominant_verdict: str  # "pass" / "fail" (a tie is "fail"); or "not_evaluable"
     sigma: float  # |mean(M) - tau| / sd(M); inf when sd is 0
     mean: float
     sd: float
     ci_low: float
     ci_high: float
-    n_undefined: int  # resamples whose value was undefined (counted as Fail)
+    n_undefined: int  # resamples whose value was undefined (no verdict: left out of VFR)
     window_n: int
     resample_n: int
     groups_left_out: tuple[str, ...]  # too few records in the resample
@@ -80,9 +97,34 @@ class CellResult:
     #: the smallest denominator among the rates that entered ``value`` (positives for
     #: TPR, negatives for FPR, flagged for PPV, records otherwise); NaN when undefined
     min_denominator: float = math.nan
+    #: False when the cell carries no verdict, VFR or tier: the value is undefined on the
+    #: window, or in more than MAX_UNDEFINED_SHARE of the resamples
+    evaluable: bool = True
+    #: why not, in words ("" when evaluable)
+    not_evaluable_reason: str = ""
+    #: more window records (of the kind the reason names) that would make the value
+    #: defined: an upper bound rounded up to 5; None when evaluable or not a matter of counts
+    records_needed: int | None = None
+    #: the groups those records are needed in
+    records_needed_groups: tuple[str, ...] = ()
 
     def stable(self, tau_vfr: float) -> bool:
-        return self.vfr <= tau_vfr
+        """VFR <= tau; a cell that is not evaluable is not stable (it has no verdict)."""
+        return self.evaluable and self.vfr <= tau_vfr
+
+    def needs(self) -> str:
+        """What the cell would need to be evaluable, in words ("" when not a count).
+
+        >>> CellResult("m", "EOPP", "race", 0.1, "abs<=", math.nan, NOT_EVALUABLE, 0, 500,
+        ...     math.nan, NOT_EVALUABLE, math.nan, math.nan, math.nan, math.nan, math.nan, 500,
+        ...     1683, 1683, (), (), evaluable=False, records_needed=15,
+        ...     records_needed_groups=("Black",)).needs()
+        'up to 15 more positives in Black'
+        """
+        if self.records_needed is None:
+            return ""
+        groups = " and ".join(self.records_needed_groups)
+        return f"up to {self.records_needed} more {NEEDED_KIND.get(self.metric, 'records')} in {groups}"
 
     def to_dict(self) -> dict:
         # what asdict() gives (every field is a scalar or a tuple of str), without its
@@ -90,6 +132,7 @@ class CellResult:
         d = {f: getattr(self, f) for f in _CELL_FIELDS}
         d["groups_left_out"] = list(self.groups_left_out)
         d["groups_left_out_point"] = list(self.groups_left_out_point)
+        d["records_needed_groups"] = list(self.records_needed_groups)
         return d
 
 
@@ -312,13 +355,18 @@ def defined_moments(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
 def summarise_draws(values: np.ndarray, threshold: float, direction: str) -> dict[str, float]:
     """VFR, dominant verdict, sigma, mean, sd and 95% CI of K metric draws (last axis).
 
-    Works on (..., K) arrays. Undefined draws (NaN) count as Fail and are left out
-    of mean, sd and the CI.
+    Works on (..., K) arrays. Undefined draws (NaN) carry no verdict: VFR and the
+    dominant verdict are taken over the defined draws (VFR = min(n_pass, n_def - n_pass) /
+    n_def, NaN when none is defined), they are left out of mean, sd and the CI, and
+    counted (``n_undefined``). ``evaluable`` is False where more than
+    MAX_UNDEFINED_SHARE of the K draws are undefined.
     """
     v = np.asarray(values, dtype=np.float64)
     K = v.shape[-1]
     n_pass = passes(v, threshold, direction).sum(axis=-1)
     mean, sd, n_def = defined_moments(v)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vfr = np.where(n_def > 0, np.minimum(n_pass, n_def - n_pass) / n_def, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         gap = np.abs(mean - threshold)
         sigma = np.where(sd > 0, gap / sd, np.where(gap > 0, np.inf, 0.0))
@@ -328,14 +376,15 @@ def summarise_draws(values: np.ndarray, threshold: float, direction: str) -> dic
     ci_high = percentile_of_sorted(ordered, n_def, 97.5)
     return {
         "n_pass": n_pass,
-        "vfr": np.minimum(n_pass, K - n_pass) / K,
-        "dominant_pass": n_pass > K / 2,
+        "vfr": vfr,
+        "dominant_pass": n_pass > n_def / 2,
         "mean": mean,
         "sd": sd,
         "sigma": sigma,
         "ci_low": ci_low,
         "ci_high": ci_high,
         "n_undefined": K - n_def,
+        "evaluable": (n_def > 0) & (K - n_def <= MAX_UNDEFINED_SHARE * K),
     }
 
 
@@ -358,6 +407,62 @@ def percentile_of_sorted(ordered: np.ndarray, count: np.ndarray, q: float) -> np
     v_hi = np.take_along_axis(ordered, hi[..., None], axis=-1)[..., 0]
     out = v_lo + (v_hi - v_lo) * frac
     return np.where(count > 0, out, np.nan)
+
+
+# ----------------------------------------------------------------------------- evaluable
+@dataclass(frozen=True)
+class Evaluability:
+    """Whether a cell carries a verdict, and if not why and what it would need."""
+
+    evaluable: bool
+    reason: str = ""
+    records_needed: int | None = None
+    records_needed_groups: tuple[str, ...] = ()
+
+
+EVALUABLE = Evaluability(True)
+
+
+def evaluability(
+    metric: str,
+    attribute: str,
+    groups: Sequence[str],
+    point: Tallies,
+    point_value: float,
+    n_undefined: int,
+    K: int,
+    min_support: int,
+    scale: float = 1.0,
+) -> Evaluability:
+    """Is a cell evaluable: its value defined on the window (``point``: the window's
+    (G,) tallies) and in at least (1 - MAX_UNDEFINED_SHARE) of its K resamples? If not, the
+    reason and the records it would need (:func:`~monitor.core.metrics.denominator_shortfall`;
+    ``scale`` = resample size / window size for the resamples' shortfall)."""
+    point_defined = not math.isnan(point_value)
+    if point_defined and n_undefined < K and n_undefined <= MAX_UNDEFINED_SHARE * K:
+        return EVALUABLE
+    words = denominator_words(metric, min_support)
+    short = denominator_shortfall(metric, point, min_support, 1.0 if not point_defined else scale)
+    if short.groups < 2:
+        reason = f"{attribute} has fewer than two groups"
+    elif not point_defined and short.reaching < 2:
+        reason = (
+            f"fewer than two {attribute} groups have {words} "
+            f"({short.reaching} of {short.groups} do)"
+        )
+    elif not point_defined:
+        reason = (
+            "the mean benefit is 0 (every record a missed positive)"
+            if metric == "TI"
+            else "the value is undefined on the window"
+        )
+    else:
+        reason = (
+            f"the value is undefined in {n_undefined} of {K} resamples (more than "
+            f"{MAX_UNDEFINED_SHARE:.0%}): fewer than two {attribute} groups have {words} there"
+        )
+    named = tuple(groups[g] for g in short.needed_groups)
+    return Evaluability(False, reason, short.needed, named)
 
 
 # ----------------------------------------------------------------------------- grid
@@ -388,7 +493,10 @@ def _prepare(
     )
 
 
-def verdict_word(flag: bool) -> str:
+def verdict_word(flag: bool, evaluable: bool = True) -> str:
+    """'pass' / 'fail', or 'not_evaluable' for a cell that carries no verdict."""
+    if not evaluable:
+        return NOT_EVALUABLE
     return "pass" if flag else "fail"
 
 
@@ -492,6 +600,7 @@ def _evaluate_stacks(
             point_pass = passes(point_values, rule.threshold, rule.direction)
             for row, i in enumerate(members):
                 p = prepared[i]
+                ev = _evaluability(rule.name, p, float(point_values[row]), summary, row, K)
                 results[(i, rule.name)] = CellResult(
                     model_id=p.model_id,
                     metric=rule.name,
@@ -499,12 +608,14 @@ def _evaluate_stacks(
                     threshold=rule.threshold,
                     direction=rule.direction,
                     value=float(point_values[row]),
-                    point_verdict=verdict_word(bool(point_pass[row])),
+                    point_verdict=verdict_word(bool(point_pass[row]), ev.evaluable),
                     n_pass=int(summary["n_pass"][row]),
                     K=K,
-                    vfr=float(summary["vfr"][row]),
-                    dominant_verdict=verdict_word(bool(summary["dominant_pass"][row])),
-                    sigma=float(summary["sigma"][row]),
+                    vfr=float(summary["vfr"][row]) if ev.evaluable else math.nan,
+                    dominant_verdict=verdict_word(
+                        bool(summary["dominant_pass"][row]), ev.evaluable
+                    ),
+                    sigma=float(summary["sigma"][row]) if ev.evaluable else math.nan,
                     mean=float(summary["mean"][row]),
                     sd=float(summary["sd"][row]),
                     ci_low=float(summary["ci_low"][row]),
@@ -515,8 +626,25 @@ def _evaluate_stacks(
                     groups_left_out=left_out_groups(p.table.groups, p.support),
                     groups_left_out_point=left_out_groups(p.table.groups, p.support_point),
                     min_denominator=float(min_den[row]),
+                    evaluable=ev.evaluable,
+                    not_evaluable_reason=ev.reason,
+                    records_needed=ev.records_needed,
+                    records_needed_groups=ev.records_needed_groups,
                 )
     return results
+
+
+def _evaluability(
+    metric: str, p: _Prepared, point_value: float, summary: Mapping, row: int, K: int
+) -> Evaluability:
+    n_undefined = int(summary["n_undefined"][row])
+    if bool(summary["evaluable"][row]) and not math.isnan(point_value):
+        return EVALUABLE  # the common case: no tallies to build
+    scale = float(p.sizes.sum()) / p.table.n if p.table.n else 1.0
+    return evaluability(
+        metric, p.attribute, p.table.groups, tallies_from_table(p.table), point_value,
+        n_undefined, K, p.min_support, scale,
+    )  # fmt: skip
 
 
 def left_out_groups(groups: Sequence[str], support: np.ndarray) -> tuple[str, ...]:

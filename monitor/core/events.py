@@ -177,6 +177,20 @@ class CellTracker:
         self.settled_axes: dict[str, dict[str, Any]] = {}
         self.reliable = ReliableVerdict(confirm_windows, tau_vfr)
 
+    def observe_not_evaluable(self) -> list[CellEvent]:
+        """An evaluation in which the cell is not evaluable (docs/method.md section 2): it
+        has no verdict and no tier, so nothing flips and nothing changes tier.
+
+        The raw and confirmed verdict and tier stay what the last evaluable evaluation
+        left, so a cell that goes from evaluable to not evaluable and back with the same
+        verdict raises no event. A change must hold for ``confirm_windows``
+        *consecutive* evaluations, so a not-evaluable one breaks a pending change's
+        streak, and the reliable verdict's streak too. Returns no events (always [])."""
+        for state in (self.verdict, self.tier):
+            state.candidate, state.streak = None, 0
+        self.reliable.candidate, self.reliable.streak = None, 0
+        return []
+
     def observe(
         self, evaluation: int, verdict: str, tier: str, axes: dict[str, Any]
     ) -> list[CellEvent]:

@@ -4,7 +4,10 @@ Every function takes a :class:`Tallies` whose arrays may carry any number of
 leading axes (bootstrap replicates, models, ...), a boolean ``support`` mask
 over groups (groups the caller leaves out) and ``min_support``, and returns an
 array of the leading shape. Undefined values (fewer than two groups left) are
-NaN; a NaN value counts as a Fail verdict.
+NaN. An undefined value is not a verdict (docs/method.md section 2, revised
+2026-12-01): :func:`passes` is False there and :func:`defined` tells the callers
+which values to leave out; :func:`denominator_shortfall` says what an undefined
+value would need.
 
 Support is judged on the records a rate is computed from (a departure from the
 papers, see docs/decisions.md): a group's rate enters a metric only when its
@@ -30,12 +33,14 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
+from monitor.config import SMALL_CELL_RECORDS
 from monitor.core.counts import CountTable
 
 #: Tolerance for pass rules at the threshold: values within 1e-12 of it count as
@@ -290,8 +295,14 @@ METRICS: dict[str, MetricFn] = {
 NEEDS_BINS = frozenset({"CAL", "CAL_GAP"})
 
 
+def defined(values: np.ndarray) -> np.ndarray:
+    """Where a value is defined (not NaN): only those carry a verdict."""
+    return ~np.isnan(np.asarray(values, dtype=np.float64))
+
+
 def passes(values: np.ndarray, threshold: float, direction: str) -> np.ndarray:
-    """The pass verdict of each value; NaN (undefined) is a Fail."""
+    """The pass verdict of each value; False where the value is undefined (NaN), which is
+    no verdict at all: callers count passes among the :func:`defined` values only."""
     v = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         if direction == ">=":
@@ -303,3 +314,81 @@ def passes(values: np.ndarray, threshold: float, direction: str) -> np.ndarray:
         else:
             raise ValueError(f"unknown pass direction {direction!r}")
     return out & ~np.isnan(v)
+
+
+# ----------------------------------------------------------------------------- not evaluable
+#: Step to which a number of records needed is rounded up: the rounding base of published
+#: counts (monitor.core.privacy.ROUNDING_BASE), so the figure names no exact count.
+NEEDED_STEP = 5
+
+
+def denominator_words(name: str, min_support: int) -> str:
+    """What a group of metric ``name`` must hold to enter it, in words.
+
+    >>> denominator_words("EOD", 20)
+    '20 positives and 20 negatives'
+    """
+    if name == "EOPP":
+        return f"{min_support} positives"
+    if name == "EOD":
+        return f"{min_support} positives and {min_support} negatives"
+    if name == "PP":
+        return f"{min_support} flagged records (decision 1)"
+    return f"{min_support} records"
+
+
+def _denominators(name: str, t: Tallies) -> list[np.ndarray]:
+    """Every per-group count that must reach the support for metric ``name`` (the group's
+    records always; the rate denominators of the metric)."""
+    if name == "EOPP":
+        return [t.group_size, positives(t)]
+    if name == "EOD":
+        return [t.group_size, positives(t), negatives(t)]
+    if name == "PP":
+        return [t.group_size, flagged(t)]
+    return [t.group_size]
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """How far one (window-level) tally is from a defined value of a metric."""
+
+    groups: int  # groups of the attribute
+    reaching: int  # groups whose every denominator reaches the support
+    needed: int | None  # more records that would bring a second group in (None: not a count)
+    needed_groups: tuple[int, ...]  # the groups (indices) those records would go to
+
+
+def denominator_shortfall(
+    name: str, t: Tallies, min_support: int, scale: float = 1.0
+) -> Shortfall:
+    """Records a single window tally (arrays (G,)) lacks for metric ``name`` to be defined.
+
+    Per group, each denominator short of ``min_support`` needs ``min_support - n`` more
+    records; a denominator of 1-10 records is counted as 0 (the figure would otherwise
+    give a small count back: the small-cell rule). ``needed`` is the sum over the
+    fewest groups that would make two reach, rounded up to :data:`NEEDED_STEP`: an upper
+    bound, never fewer than needed. ``scale`` = resample size / window size: the
+    bootstrap draws ``scale`` x each stratum, so the shortfall in window records is the
+    resample's shortfall / scale.
+
+    >>> n = np.array([[[400, 100], [8, 30]], [[90, 10], [2, 3]], [[50, 0], [0, 0]]], float)
+    >>> denominator_shortfall("EOPP", Tallies.from_confusion(n), 20)
+    Shortfall(groups=3, reaching=1, needed=20, needed_groups=(1,))
+    """
+    short = np.zeros(t.group_size.shape[-1])
+    for den in _denominators(name, t):
+        den = np.asarray(den, dtype=np.float64)
+        resampled = np.where(den < SMALL_CELL_RECORDS, 0.0, den * scale)  # 1-10: none
+        lacking = den * scale < max(min_support, 1)
+        short += np.where(lacking, np.maximum(min_support - resampled, 0.0) / scale, 0.0)
+    G = int(short.size)
+    ok = short <= 0
+    reaching = int(ok.sum())
+    if G < 2 or reaching >= 2:
+        return Shortfall(G, reaching, None, ())
+    order = [int(g) for g in np.argsort(np.where(ok, np.inf, short), kind="stable")]
+    picked = tuple(order[: 2 - reaching])
+    total = float(short[list(picked)].sum())
+    needed = int(NEEDED_STEP * math.ceil(math.ceil(total - 1e-9) / NEEDED_STEP))
+    return Shortfall(G, reaching, max(needed, NEEDED_STEP), picked)

@@ -8,7 +8,7 @@ serves them. Conversion to and from JSON happens only at the edges (:meth:`to_di
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from monitor.core.axis1 import CellResult
@@ -22,13 +22,18 @@ _FLOAT_FIELDS = frozenset(
 
 
 def cell_result_from_dict(d: dict[str, Any]) -> CellResult:
-    """The inverse of :meth:`CellResult.to_dict` after a JSON round trip (null -> NaN)."""
+    """The inverse of :meth:`CellResult.to_dict` after a JSON round trip (null -> NaN).
+
+    A field a row written before it existed lacks (``evaluable`` and the other
+    not-evaluable fields) takes its default."""
     kw: dict[str, Any] = {}
     for f in fields(CellResult):
+        if f.name not in d and f.default is not MISSING:
+            continue
         v = d.get(f.name)
         if f.name in _FLOAT_FIELDS:
             v = as_float(v)
-        elif f.name.startswith("groups_left_out"):
+        elif f.name.startswith("groups_left_out") or f.name == "records_needed_groups":
             v = tuple(v or ())
         kw[f.name] = v
     return CellResult(**kw)
@@ -79,6 +84,7 @@ class CellEvaluation:
             "pending_axes": list(self.tier.pending_axes),
             "not_applicable_axes": list(self.tier.not_applicable_axes),
             "partial": self.tier.partial,
+            "tier_reason": self.tier.reason,
             "confirmed_tier": self.confirmed_tier,
             "confirmed_verdict": self.confirmed_verdict,
             "reliable_verdict": self.reliable_verdict,
@@ -100,6 +106,7 @@ class CellEvaluation:
             tuple(d.get("failed_axes") or ()),
             tuple(d.get("pending_axes") or ()),
             tuple(na),
+            str(d.get("tier_reason") or ""),
         )
         n_star, kappa = d.get("n_star"), d.get("kappa")
         return cls(

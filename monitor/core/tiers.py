@@ -7,6 +7,12 @@ A tier is only as good as the axes behind it, so two states are explicit:
 * ``partial``: an axis cannot exist for this data, e.g. Axis 3 without hospital
   ids. The tier counts the failed axes among those that do exist and says so;
   it never fakes the missing axis.
+* ``Not-Evaluable``: the cell's value is undefined (fewer than two groups reach
+  the rate denominator, docs/method.md section 2): it carries no tier of its own,
+  only the reason (``TierResult.reason``). Like Pending it is a state, not a tier:
+  it has no level among the four and no tier change is ever made of it
+  (monitor.core.events). An Axis 3 whose kappa is not evaluable for a cell (too
+  few hospital folds can judge it) counts as not applicable for that cell.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ class Tier(StrEnum):
     HIGH_VARIANCE = "High-Variance"
     CATASTROPHIC_INSTABILITY = "Catastrophic-Instability"
     PENDING = "Pending"
+    NOT_EVALUABLE = "Not-Evaluable"
 
     @property
     def level(self) -> int:
-        """0 (stable) .. 3 (catastrophic); -1 for Pending. Larger is worse."""
+        """0 (stable) .. 3 (catastrophic); -1 for Pending, -2 for Not-Evaluable (neither is a
+        tier). Larger is worse."""
         return TIER_LEVEL[self]
 
 
@@ -37,7 +45,11 @@ TIER_LEVEL: dict[Tier, int] = {
     Tier.HIGH_VARIANCE: 2,
     Tier.CATASTROPHIC_INSTABILITY: 3,
     Tier.PENDING: -1,
+    Tier.NOT_EVALUABLE: -2,
 }
+
+#: The four tiers and Pending: the states an evaluable cell can be in.
+EVALUABLE_TIERS = tuple(t for t in Tier if t is not Tier.NOT_EVALUABLE)
 _BY_FAILED = [
     Tier.PRACTICAL_STABILITY,
     Tier.CAUTION_REQUIRED,
@@ -57,10 +69,16 @@ class TierResult:
     failed_axes: tuple[str, ...]
     pending_axes: tuple[str, ...]
     not_applicable_axes: tuple[str, ...]
+    #: why the cell has no tier (Not-Evaluable); "" otherwise
+    reason: str = ""
 
     @property
     def partial(self) -> bool:
         return bool(self.not_applicable_axes)
+
+    @property
+    def evaluable(self) -> bool:
+        return self.tier is not Tier.NOT_EVALUABLE
 
     def to_dict(self) -> dict:
         return {
@@ -70,6 +88,7 @@ class TierResult:
             "pending_axes": list(self.pending_axes),
             "not_applicable_axes": list(self.not_applicable_axes),
             "partial": self.partial,
+            "tier_reason": self.reason,
         }
 
 
@@ -84,11 +103,15 @@ def axis2_fails(n_star: float | None, n_field: float) -> bool | None:
 
 
 def axis3_fails(kappa: float | None, cutoff: float = 0.40, applicable: bool = True) -> AxisOutcome:
-    """Axis 3 fails when kappa < cutoff; not applicable without hospitals."""
+    """Axis 3 fails when kappa < cutoff; not applicable without hospitals, and for a cell
+    whose kappa is not evaluable (NaN: too few hospital folds can judge it; None is a
+    result not there yet)."""
     if not applicable:
         return NOT_APPLICABLE
-    if kappa is None or (isinstance(kappa, float) and math.isnan(kappa)):
+    if kappa is None:
         return None
+    if isinstance(kappa, float) and math.isnan(kappa):
+        return NOT_APPLICABLE
     return bool(kappa < cutoff)
 
 
@@ -118,8 +141,16 @@ def cell_tier(
     kappa: float | None,
     axis3_applicable: bool,
     config: MonitorConfig,
+    not_evaluable: str = "",
 ) -> TierResult:
-    """The tier of a cell from its three axis values (None: no result yet)."""
+    """The tier of a cell from its three axis values (None: no result yet); a cell that is
+    not evaluable (``not_evaluable``: the reason) has none: Not-Evaluable with that reason.
+
+    >>> cell_tier(None, None, None, True, MonitorConfig(), "fewer than two groups").tier.value
+    'Not-Evaluable'
+    """
+    if not_evaluable:
+        return not_evaluable_tier(not_evaluable)
     out3 = (
         axis3_fails(kappa, config.axis3.kappa_cutoff)
         if axis3_applicable
@@ -128,3 +159,10 @@ def cell_tier(
     return reliability_tier(
         axis1_fails(vfr, config.axis1.tau_vfr), axis2_fails(n_star, config.axis2.n_field), out3
     )
+
+
+def not_evaluable_tier(reason: str) -> TierResult:
+    """The tier state of a cell without a verdict: no axis counted, the reason kept."""
+    if not reason:
+        raise ValueError("a cell that is not evaluable needs a reason")
+    return TierResult(Tier.NOT_EVALUABLE, (), (), (), reason)

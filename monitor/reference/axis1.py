@@ -16,12 +16,14 @@ from monitor.config import MetricRule
 from monitor.core.axis1 import (
     CellResult,
     allocate_resample,
+    evaluability,
     left_out_groups,
     resample_size,
     summarise_draws,
     verdict_word,
 )
-from monitor.core.metrics import passes
+from monitor.core.counts import CountTable
+from monitor.core.metrics import passes, tallies_from_table
 from monitor.reference.metrics import metric_from_records, smallest_denominator_from_records
 
 
@@ -67,6 +69,10 @@ def reference_axis1(
                 min_group_support,
             )
 
+    # the not-evaluable reason and shortfall are bookkeeping on counts, not the metric
+    window = tallies_from_table(
+        CountTable.from_records(tuple(groups), group, label, decision, score, bins)
+    )
     out = []
     for r, rule in enumerate(rules):
         point = metric_from_records(
@@ -75,6 +81,11 @@ def reference_axis1(
         s = summarise_draws(draws[r], rule.threshold, rule.direction)
         support = np.array([g in included for g in range(G)])
         support_pt = np.array([g in included_point for g in range(G)])
+        scale = float(sizes.sum()) / window_n if window_n else 1.0
+        ev = evaluability(
+            rule.name, attribute, groups, window, float(point), int(s["n_undefined"]), K,
+            min_group_support, scale,
+        )  # fmt: skip
         out.append(
             CellResult(
                 model_id=model_id,
@@ -84,13 +95,13 @@ def reference_axis1(
                 direction=rule.direction,
                 value=float(point),
                 point_verdict=verdict_word(
-                    bool(passes(np.array(point), rule.threshold, rule.direction))
+                    bool(passes(np.array(point), rule.threshold, rule.direction)), ev.evaluable
                 ),
                 n_pass=int(s["n_pass"]),
                 K=K,
-                vfr=float(s["vfr"]),
-                dominant_verdict=verdict_word(bool(s["dominant_pass"])),
-                sigma=float(s["sigma"]),
+                vfr=float(s["vfr"]) if ev.evaluable else float("nan"),
+                dominant_verdict=verdict_word(bool(s["dominant_pass"]), ev.evaluable),
+                sigma=float(s["sigma"]) if ev.evaluable else float("nan"),
                 mean=float(s["mean"]),
                 sd=float(s["sd"]),
                 ci_low=float(s["ci_low"]),
@@ -103,6 +114,10 @@ def reference_axis1(
                 min_denominator=smallest_denominator_from_records(
                     rule.name, group, label, decision, included_point, min_group_support
                 ),
+                evaluable=ev.evaluable,
+                not_evaluable_reason=ev.reason,
+                records_needed=ev.records_needed,
+                records_needed_groups=ev.records_needed_groups,
             )
         )
     return out

@@ -884,14 +884,16 @@ class Pipeline:
             cell_key = (r.metric, r.attribute)
             ns = None if n_star is None else n_star.get((r.metric, r.attribute))
             kp = None if kappa is None else kappa.get((r.metric, r.attribute))
-            tier = cell_tier(r.vfr, ns, kp, applicable, cfg)
+            tier = cell_tier(r.vfr, ns, kp, applicable, cfg, r.not_evaluable_reason)
             axes = {"value": r.value, "vfr": r.vfr, "n_star": ns, "kappa": kp, "sigma": r.sigma}
             tracker = ms.trackers.get(cell_key)
             if tracker is None:
                 tracker = ms.trackers[cell_key] = CellTracker(
                     *key, confirm_windows=cfg.confirm_windows, tau_vfr=cfg.axis1.tau_vfr
                 )
-            if not interim:
+            if not interim and not r.evaluable:  # no verdict, no tier: nothing to flip
+                tracker.observe_not_evaluable()
+            elif not interim:
                 events.extend(
                     tracker.observe(evaluation, r.dominant_verdict, tier.tier.value, axes)
                 )

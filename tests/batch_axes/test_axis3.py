@@ -9,6 +9,7 @@ the count arrays.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -35,6 +36,7 @@ from monitor.bench.synthetic import synthetic_cohort
 from monitor.config import AttributeConfig, MetricRule, MonitorConfig
 from monitor.core.counts import CountTable, score_bins
 from monitor.core.metrics import passes
+from monitor.core.numbers import float_or_none
 from monitor.reference.metrics import metric_from_records
 from tests.support.strategies import TEST_DATA, cohorts
 
@@ -68,7 +70,7 @@ def slow_fold_verdicts(ids, groups, label, decision, score, attributes, rules, n
     k = min(n_folds, len(set(ids[idx])))
     fold = np.full(len(ids), -1, np.int64)
     fold[idx] = groupkfold_folds(ids[idx], k)
-    values, verdicts = {}, {}
+    values, verdicts = {}, {}  # verdict None: undefined value, the fold does not vote
     for f in range(k):
         m = fold == f
         for a in attributes:
@@ -79,8 +81,24 @@ def slow_fold_verdicts(ids, groups, label, decision, score, attributes, rules, n
                     r.name, g, label[m], decision[m], score[m], included, 10, support
                 )
                 values[(r.name, a.name, f)] = v
-                verdicts[(r.name, a.name, f)] = bool(passes(np.array(v), r.threshold, r.direction))
+                verdicts[(r.name, a.name, f)] = (
+                    None if math.isnan(v) else bool(passes(np.array(v), r.threshold, r.direction))
+                )
     return k, values, verdicts
+
+
+def pairwise_kappa(items: list[list[bool]]) -> float | None:
+    """Fleiss' kappa from its meaning, by explicit rater pairs: each item's share of agreeing
+    ordered pairs among its own voters, chance from the pooled pass share. Items with fewer
+    than two votes are left out; None when the pooled votes are all one verdict."""
+    items = [v for v in items if len(v) >= 2]
+    agree = [
+        sum(a == b for a, b in itertools.permutations(v, 2)) / (len(v) * (len(v) - 1))
+        for v in items
+    ]
+    p = sum(map(sum, items)) / sum(map(len, items))
+    p_e = p * p + (1 - p) * (1 - p)
+    return None if p_e == 1 else (sum(agree) / len(agree) - p_e) / (1 - p_e)
 
 
 def assert_matches_slow(result, ids, groups, label, decision, score, attributes, rules, support):
@@ -88,25 +106,46 @@ def assert_matches_slow(result, ids, groups, label, decision, score, attributes,
         ids, groups, label, decision, score, attributes, rules, result.n_folds_requested, support
     )
     assert result.applicable and result.n_folds == k
+    word = {True: "pass", False: "fail", None: "undefined"}
     for r in rules:
-        matrix = np.zeros((len(attributes), k), dtype=bool)
-        for i, a in enumerate(attributes):
+        votes = []  # per attribute: the verdicts of the folds that vote
+        for a in attributes:
             cell = result.cell(r.name, a.name)
             for f in range(k):
-                matrix[i, f] = verdicts[(r.name, a.name, f)]
                 want = values[(r.name, a.name, f)]
                 if math.isnan(want):
                     assert math.isnan(cell.fold_values[f]), (r.name, a.name, f)
                 else:
                     assert cell.fold_values[f] == pytest.approx(want, abs=1e-9), (r.name, a.name)
-            assert cell.fold_verdicts == tuple("pass" if v else "fail" for v in matrix[i])
-            assert cell.n_pass_folds == int(matrix[i].sum())
-        table = np.column_stack([matrix.sum(axis=1), k - matrix.sum(axis=1)])
-        kappa = result.cell(r.name, attributes[0].name).kappa
-        if np.count_nonzero(table.sum(axis=0)) == 1:
-            assert kappa == 1.0 and result.cell(r.name, attributes[0].name).degenerate
+            row = [verdicts[(r.name, a.name, f)] for f in range(k)]
+            assert cell.fold_verdicts == tuple(word[v] for v in row)
+            assert cell.n_pass_folds == sum(v is True for v in row)
+            assert cell.n_undefined_folds == sum(v is None for v in row)
+            votes.append([v for v in row if v is not None])
+        voting_folds = {
+            f for a in attributes for f in range(k) if verdicts[(r.name, a.name, f)] is not None
+        }
+        agreement = result.metrics[[m.metric for m in result.metrics].index(r.name)]
+        if sum(len(v) >= 2 for v in votes) < 2 or len(voting_folds) < 3:
+            assert math.isnan(agreement.kappa) and agreement.reason  # not evaluable
+            assert all(math.isnan(result.cell(r.name, a.name).kappa) for a in attributes)
+            continue
+        want = pairwise_kappa(votes)
+        if want is None:
+            assert agreement.kappa == 1.0 and agreement.degenerate
         else:
-            assert kappa == pytest.approx(sm_fleiss_kappa(table, method="fleiss"), abs=1e-12)
+            assert agreement.kappa == pytest.approx(want, abs=1e-12)
+            if len({len(v) for v in votes}) == 1:  # equal raters: Fleiss (1971) itself
+                table = np.array([[sum(v), len(v) - sum(v)] for v in votes])
+                assert agreement.kappa == pytest.approx(
+                    sm_fleiss_kappa(table, method="fleiss"), abs=1e-12
+                )
+        for a, v in zip(attributes, votes, strict=True):
+            cell = result.cell(r.name, a.name)
+            if len(v) < 2:  # too few folds judge this cell: no kappa of its own
+                assert math.isnan(cell.kappa) and cell.kappa_reason
+            else:
+                assert cell.kappa == agreement.kappa and not cell.kappa_reason
 
 
 def cohort_arrays(n: int, n_hospitals: int, seed: int):
@@ -182,8 +221,7 @@ def test_pass_counts_degenerate_at_both_ends():
 @pytest.mark.parametrize(
     "ratings",
     [
-        np.array([[3, 1], [2, 1]]),  # unequal raters per item
-        np.array([[1, 0], [0, 1]]),  # one rater
+        np.array([[1, 0], [0, 1]]),  # one rater per item: no item can show agreement
         np.array([[3, -1], [1, 1]]),  # negative count
         np.array([[1.5, 0.5], [1.0, 1.0]]),  # not counts
         np.zeros((0, 2)),
@@ -192,6 +230,27 @@ def test_pass_counts_degenerate_at_both_ends():
 def test_fleiss_kappa_rejects_malformed_matrices(ratings):
     with pytest.raises(ValueError):
         fleiss_kappa(ratings)
+
+
+@settings(max_examples=200)
+@given(rating_matrices(), st.data())
+def test_unequal_raters_leave_equal_rater_items_as_statsmodels(ratings, data):
+    """Per-item raters: with every item at the same count it is statsmodels' Fleiss (1971);
+    items with fewer than two ratings drop out without changing the rest."""
+    assume(np.count_nonzero(ratings.sum(axis=0)) >= 2 and ratings.sum(axis=1)[0] >= 2)
+    lone = np.zeros((data.draw(st.integers(1, 3)), ratings.shape[1]), dtype=ratings.dtype)
+    lone[:, 0] = data.draw(st.integers(0, 1))  # items with 0 or 1 rating
+    kappa, degenerate = fleiss_kappa(np.vstack([ratings, lone]))
+    assert not degenerate
+    assert kappa == pytest.approx(sm_fleiss_kappa(ratings, method="fleiss"), abs=1e-12)
+
+
+def test_unequal_raters_equal_the_pairwise_definition():
+    """Items with 20, 12 and 3 voting folds (the rest undefined): kappa from agreeing pairs."""
+    n_pass, votes = np.array([2, 7, 3, 0]), np.array([20, 12, 3, 9])
+    kappa, degenerate = fleiss_kappa_from_pass_counts(n_pass, votes)
+    items = [[True] * k + [False] * (n - k) for k, n in zip(n_pass, votes, strict=True)]
+    assert not degenerate and kappa == pytest.approx(pairwise_kappa(items), abs=1e-12)
 
 
 def test_pass_counts_outside_raters_rejected():
@@ -409,13 +468,13 @@ def test_axis3_fold_verdicts_equal_record_level_recomputation(
     )  # fmt: skip
     assert len(res.cells) == len(RULES) * len(ATTRS)
     assert_matches_slow(res, ids, groups, label, decision, score, ATTRS, RULES, support)
-    if support == 150:  # the test must exercise undefined (Fail) fold values
+    if support == 150:  # the test must exercise undefined fold values (no vote)
         assert any(c.n_undefined_folds > 0 for c in res.cells)
         assert any(c.groups_left_out for c in res.cells)
     for c in res.cells:
         for f, v in enumerate(c.fold_values):
             if math.isnan(v):
-                assert c.fold_verdicts[f] == "fail"
+                assert c.fold_verdicts[f] == "undefined"
 
 
 @settings(max_examples=40)
@@ -462,8 +521,9 @@ def test_kappa_is_shared_by_the_cells_of_a_metric_and_cutoff_is_configurable():
         cells = [res.cell(m.metric, a.name) for a in ATTRS]
         assert {c.kappa for c in cells} == {m.kappa}
         assert m.n_pass_folds == tuple(c.n_pass_folds for c in cells)
+        assert m.n_voting_folds == tuple(c.n_folds - c.n_undefined_folds for c in cells)
         assert (m.kappa, m.degenerate) == fleiss_kappa_from_pass_counts(
-            np.array(m.n_pass_folds), res.n_folds
+            np.array(m.n_pass_folds), np.array(m.n_voting_folds)
         )
         assert all(c.fails_axis3 == (c.kappa < 0.40) for c in cells)
         assert all(c.band == landis_koch_band(c.kappa) for c in cells)
@@ -472,18 +532,33 @@ def test_kappa_is_shared_by_the_cells_of_a_metric_and_cutoff_is_configurable():
     assert all(c.fails_axis3 for c in strict.cells) and not any(c.fails_axis3 for c in lax.cells)
 
 
-def test_all_folds_fail_is_degenerate_kappa_one():
-    """Support above every fold's size: every value undefined, every verdict Fail."""
+def test_all_folds_undefined_is_not_evaluable_not_perfect_agreement():
+    """Support above every fold's size: every value undefined, so no fold votes. This used
+    to count every fold as Fail and report kappa 1.0 "almost perfect" (degenerate); now the
+    kappa is not evaluable and says why (docs/method.md section 5, revised 2026-12-01)."""
     ids, groups, label, decision, score = cohort_arrays(2_000, 25, seed=9)
     res = axis3("m", ids, label, decision, score, groups, ATTRS, RULES, min_group_support=10**6)
     for c in res.cells:
         assert c.n_pass_folds == 0 and c.n_undefined_folds == c.n_folds
-        assert (c.kappa, c.degenerate, c.band, c.fails_axis3) == (
-            1.0,
-            True,
-            "almost perfect",
+        assert set(c.fold_verdicts) == {"undefined"}
+        assert math.isnan(c.kappa) and (c.degenerate, c.band, c.fails_axis3) == (
+            False,
+            "not evaluable",
             False,
         )
+        assert c.kappa_reason == "only 0 attributes have two or more folds that can judge it (need 2)"
+    assert all(m.reason and math.isnan(m.kappa) for m in res.metrics)
+    assert json.loads(json.dumps(res.to_dict(), allow_nan=False))["metrics"][0]["kappa"] is None
+
+
+def test_genuine_fails_in_every_fold_stay_degenerate_kappa_one():
+    """Folds that all vote Fail do agree: that case keeps 1.0 with the degenerate flag."""
+    ids, groups, label, decision, score = cohort_arrays(5_000, 25, seed=9)
+    never = [MetricRule(name="DI", threshold=2.0, direction=">=")]  # DI <= 1 always fails
+    res = axis3("m", ids, label, decision, score, groups, ATTRS, never)
+    assert all(c.n_pass_folds == 0 for c in res.cells)
+    assert sum(c.n_folds - c.n_undefined_folds for c in res.cells) >= 3 * res.n_folds
+    assert (res.metrics[0].kappa, res.metrics[0].degenerate) == (1.0, True)
 
 
 def test_reused_folds_give_the_same_result():
@@ -617,5 +692,5 @@ def test_published_folds_of_a_small_cohort_of_many_hospitals_name_no_small_fold(
     assert {i for i, n in enumerate(res.fold_sizes) if n < 11} <= hidden
     for cell in out["cells"]:
         assert {i for i, v in enumerate(cell["fold_verdicts"]) if v == "<11"} == hidden
-    assert [m["kappa"] for m in out["metrics"]] == [m.kappa for m in res.metrics]
+    assert [m["kappa"] for m in out["metrics"]] == [float_or_none(m.kappa) for m in res.metrics]
     assert res.fold_sizes == Axis3Result.from_dict(res.to_dict()).fold_sizes  # stored exact
