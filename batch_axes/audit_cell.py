@@ -109,7 +109,7 @@ class AuditCell:
             "ci_low": float_or_none(self.ci_low),
             "ci_high": float_or_none(self.ci_high),
             "n_star": _inf_word(self.n_star),
-            "kappa": self.kappa,
+            "kappa": float_or_none(self.kappa),
             "kappa_band": self.kappa_band,
             "failed_axes": _joined(self.tier.failed_axes),
             "tier": self.tier.tier.value,

@@ -33,7 +33,9 @@ subsample* is left out of that draw, so support varies per draw (an (R, G) mask)
 Undefined draws (NaN: fewer than two groups left, zero denominators) are left
 out of mean and sd and counted (``n_undefined``).
 
-CV guard (see :func:`cv_of_draws`): fewer than two defined draws -> CV = inf;
+CV guard (see :func:`cv_of_draws`): more than half the R draws undefined, or
+fewer than two defined, -> CV = inf (a size at which the value is mostly
+undefined cannot be "reliable", however close its few defined draws are);
 sd <= 1e-12 (the defined draws agree to float precision) -> CV = 0; otherwise
 |mean| < 1e-12 -> CV = inf (a relative precision around 0 cannot be
 established); otherwise sd / |mean|.
@@ -57,7 +59,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from monitor.config import MIN_GROUP_SUPPORT, MetricRule
-from monitor.core.axis1 import defined_moments
+from monitor.core.axis1 import MAX_UNDEFINED_SHARE, defined_moments
 from monitor.core.counts import CountTable
 from monitor.core.metrics import METRICS, NEEDS_BINS, Tallies
 from monitor.core.numbers import as_float, finite_or_none
@@ -277,8 +279,8 @@ def subsample_tallies(
 def cv_of_draws(values: np.ndarray) -> dict[str, np.ndarray]:
     """mean, sd (ddof 1), CV and undefined count of metric draws along the last axis.
 
-    NaN draws are left out and counted. The CV guard, in order: fewer than two
-    defined draws -> inf; sd <= CV_EPS -> 0 (no sampling variability: every
+    NaN draws are left out and counted. The CV guard, in order: more than
+    MAX_UNDEFINED_SHARE of the draws undefined, or fewer than two defined -> inf; sd <= CV_EPS -> 0 (no sampling variability: every
     subsample gives the same value, e.g. SPD = 0 for a model that flags no one);
     |mean| < CV_EPS -> inf (relative precision around 0 cannot be established);
     else sd / |mean|.
@@ -288,7 +290,8 @@ def cv_of_draws(values: np.ndarray) -> dict[str, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = sd / np.abs(mean)
     cv = np.where(sd <= CV_EPS, 0.0, np.where(np.abs(mean) < CV_EPS, np.inf, ratio))
-    cv = np.where(n_def < 2, np.inf, cv)
+    sparse = v.shape[-1] - n_def > MAX_UNDEFINED_SHARE * v.shape[-1]
+    cv = np.where((n_def < 2) | sparse, np.inf, cv)
     return {"mean": mean, "sd": sd, "cv": cv, "n_undefined": v.shape[-1] - n_def}
 
 

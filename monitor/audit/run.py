@@ -147,7 +147,7 @@ def format_summary(report: AuditReport) -> str:
             continue
         value = "undef" if math.isnan(c.value) else f"{c.value:.3f}"
         n_star = c.n_star if c.n_star is None or math.isinf(c.n_star) else int(c.n_star)
-        kappa = "n/a" if c.kappa is None or math.isnan(c.kappa) else f"{c.kappa:.2f}"
+        kappa = "n/a" if c.kappa is None else "n/e" if math.isnan(c.kappa) else f"{c.kappa:.2f}"
         tier = c.tier.tier.value + (" (partial)" if c.tier.partial else "")
         verdict, vfr = c.dominant_verdict, f"{c.vfr:>7.3f}"
         if not c.evaluable:  # no verdict, VFR or tier: the reason instead

@@ -463,3 +463,13 @@ def test_computed_axis2_cells_round_trip_with_undefined_draws():
         back = Axis2Cell.from_dict(json.loads(json.dumps(r.to_dict(), allow_nan=False)))
         assert back.to_dict() == r.to_dict()  # NaN mean/sd: equal as JSON, not as floats
         assert (back.n_star, back.reached, len(back.curve)) == (r.n_star, r.reached, len(r.curve))
+
+
+def test_mostly_undefined_draws_do_not_make_cv_small():
+    """Issue 24: 28 of 30 subsamples undefined and the 2 defined ones equal used to give
+    CV 0 (N* reached at that size); more than half undefined is now CV = inf."""
+    v = np.array([0.3, 0.3] + [np.nan] * 28)
+    s = cv_of_draws(v)
+    assert float(s["cv"]) == math.inf and int(s["n_undefined"]) == 28
+    half = np.array([0.3, 0.31] * 8 + [np.nan] * 14)  # 14 of 30 undefined: still counted
+    assert math.isfinite(float(cv_of_draws(half)["cv"]))

@@ -48,6 +48,11 @@ def assert_close_to_oracle(fast, ref, K):
     else:
         assert fast.value == pytest.approx(ref.value, abs=1e-12)
     assert fast.point_verdict == ref.point_verdict
+    assert fast.evaluable == ref.evaluable or abs(fast.n_undefined - ref.n_undefined) <= max(
+        3, Z * math.sqrt(K)
+    )  # the more-than-half rule may fall either side for a cell at half undefined
+    if not (fast.evaluable and ref.evaluable):
+        return
     # the support rule's report: the fewest records any rate of the value rests on
     if math.isnan(ref.min_denominator):
         assert math.isnan(fast.min_denominator)
@@ -144,11 +149,17 @@ def test_vfr_and_dominant_verdict_definitions():
     assert float(s["sigma"]) == pytest.approx(abs(draws.mean() - 0.8) / draws.std(ddof=1))
     assert float(s["ci_low"]) == pytest.approx(np.percentile(draws, 2.5))
     assert float(s["ci_high"]) == pytest.approx(np.percentile(draws, 97.5))
-    # undefined draws count as Fail and are left out of mean/sd/CI
+    # undefined draws carry no verdict: VFR and the dominant verdict are over the defined
+    # ones (2 of 3 pass: VFR 1/3, dominant pass; as Fail it was 2 of 4, a tie: fail), and
+    # they are left out of mean/sd/CI
     u = summarise_draws(np.array([0.9, np.nan, 0.9, 0.7]), 0.8, ">=")
     assert int(u["n_pass"]) == 2 and int(u["n_undefined"]) == 1
+    assert float(u["vfr"]) == pytest.approx(1 / 3) and bool(u["dominant_pass"])
     assert float(u["mean"]) == pytest.approx((0.9 + 0.9 + 0.7) / 3)
-    assert not bool(u["dominant_pass"])
+    assert bool(u["evaluable"])
+    # more than half undefined: not evaluable (half exactly still is)
+    assert not bool(summarise_draws(np.array([0.9, np.nan, np.nan]), 0.8, ">=")["evaluable"])
+    assert bool(summarise_draws(np.array([0.9, np.nan]), 0.8, ">=")["evaluable"])
 
 
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=60), st.floats(0, 100))
@@ -226,15 +237,18 @@ def test_decision_metrics_do_not_depend_on_whether_calibration_is_drawn():
     assert [r for r in full if r.metric != "CAL"] == without
 
 
-def test_empty_and_single_group_windows_are_undefined_fails():
+def test_empty_and_single_group_windows_are_not_evaluable():
+    """They used to read as stable fails (point fail, VFR 0); now no verdict, no VFR."""
     empty = CountTable(("a", "b"))
     single = CountTable.from_records(
         ("a", "b"), np.zeros(50, int), np.arange(50) % 2, np.ones(50, int), np.full(50, 0.7)
     )
     res = evaluate_axis1({("m", "empty"): empty, ("m", "single"): single}, RULES, K=50, seed=1)
     for r in res:
-        assert math.isnan(r.value) and r.point_verdict == "fail"
-        assert r.dominant_verdict == "fail" and r.vfr == 0.0 and r.n_undefined == 50
+        assert math.isnan(r.value) and r.point_verdict == "not_evaluable"
+        assert r.dominant_verdict == "not_evaluable" and math.isnan(r.vfr)
+        assert r.n_undefined == 50 and not r.evaluable and not r.stable(0.10)
+        assert r.not_evaluable_reason.startswith("fewer than two")
     single_res = [r for r in res if r.attribute == "single"]
     assert all(r.groups_left_out == ("b",) for r in single_res)
 
@@ -247,3 +261,36 @@ def test_grid_shape_and_order():
     assert {r.K for r in res} == {50}
     assert all(0.0 <= r.vfr <= 0.5 for r in res)
     assert all(r.resample_n == 2000 for r in res)
+
+
+def test_defined_window_with_mostly_undefined_resamples_is_not_evaluable():
+    """Two groups of 30 records with N = 30: each resample holds ~15 of a group, under the
+    support of 20, so the value is undefined in every resample although the window's is
+    defined. Counting those as Fail gave a stable fail (VFR 0); now not evaluable."""
+    g = np.repeat([0, 1], 30)
+    y = np.tile([0, 1], 30)
+    t = CountTable.from_records(("a", "b"), g, y, np.tile([0, 1, 1], 20), np.full(60, 0.5))
+    rule = [r for r in RULES if r.name == "DI"]
+    (r,) = evaluate_axis1({("m", "x"): t}, rule, K=100, N=30, seed=3)
+    assert not math.isnan(r.value) and r.n_undefined == 100
+    assert not r.evaluable and math.isnan(r.vfr) and r.dominant_verdict == "not_evaluable"
+    assert r.not_evaluable_reason.startswith("the value is undefined in 100 of 100 resamples")
+    # each group has 15 of 20 in a resample: 5 more there, 10 more in the window (x 60/30),
+    # in both groups (neither reaches)
+    assert (r.records_needed, r.records_needed_groups) == (20, ("a", "b"))
+    assert r.needs() == "up to 20 more records in a and b"
+
+
+def test_icu_like_cohort_eopp_by_race_not_evaluable_with_records_needed():
+    from monitor.core.tables import tables_from_frame
+    from tests.support.sparse_cohort import icu_like_cohort
+
+    cfg = MonitorConfig()
+    frame = icu_like_cohort().assign(decision=lambda d: (d["score"] >= 0.5).astype(int))
+    tables = tables_from_frame(frame, cfg)
+    res = {(r.metric, r.attribute): r for r in evaluate_axis1(tables, RULES, K=100, seed=1)}
+    race = res[("EOPP", "race")]
+    assert not race.evaluable and math.isnan(race.vfr) and race.point_verdict == "not_evaluable"
+    assert race.not_evaluable_reason == "fewer than two race groups have 20 positives (1 of 5 do)"
+    assert race.needs() == "up to 5 more positives in 2"  # code 2 (Black): 15 positives
+    assert res[("EOPP", "sex")].evaluable and res[("DI", "race")].evaluable

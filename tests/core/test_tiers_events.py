@@ -230,3 +230,48 @@ def test_reliable_verdict_ignores_flips_at_high_vfr_and_survives_a_restart():
     old = t.to_dict()
     del old["reliable"]
     assert CellTracker.from_dict(old).reliable.confirmed is None
+
+
+# ----------------------------------------------------------------------------- not evaluable
+def test_not_evaluable_cell_has_no_tier_but_a_reason():
+    """Issue 24: an undefined cell's VFR (NaN) must not count as a passed Axis 1."""
+    from monitor.config import MonitorConfig
+    from monitor.core.tiers import Tier, cell_tier
+
+    cfg = MonitorConfig()
+    t = cell_tier(float("nan"), float("inf"), 1.0, True, cfg, "fewer than two race groups")
+    assert t.tier is Tier.NOT_EVALUABLE and not t.evaluable and t.tier.level == -2
+    assert (t.failed_axes, t.pending_axes, t.reason) == ((), (), "fewer than two race groups")
+    assert t.to_dict()["tier_reason"] == "fewer than two race groups"
+    # a kappa that is not evaluable (NaN) is not applicable to the cell, never Pending
+    k = cell_tier(0.0, 1000.0, float("nan"), True, cfg)
+    assert k.tier is Tier.PRACTICAL_STABILITY and k.not_applicable_axes == ("axis3",)
+
+
+def test_going_not_evaluable_and_back_raises_no_flip():
+    """pass, not evaluable x3, pass: no verdict flip, no tier change (raw or confirmed)."""
+    from monitor.core.events import CellTracker
+
+    t = CellTracker("m", "EOPP", "race", confirm_windows=2)
+    axes = {"vfr": 0.0}
+    assert t.observe(1, "pass", "Practical-Stability", axes) == []
+    for _ in range(3):
+        assert t.observe_not_evaluable() == []
+    assert t.observe(5, "pass", "Practical-Stability", axes) == []
+    assert (t.verdict.confirmed, t.tier.confirmed) == ("pass", "Practical-Stability")
+
+
+def test_not_evaluable_breaks_a_pending_change():
+    """A change must hold for confirm_windows consecutive evaluations; one that is not
+    evaluable in between restarts the count."""
+    from monitor.core.events import CellTracker
+
+    t = CellTracker("m", "DI", "race", confirm_windows=2)
+    t.observe(1, "pass", "Practical-Stability", {"vfr": 0.0})
+    raw = t.observe(2, "fail", "Practical-Stability", {"vfr": 0.0})
+    assert [e.confirmed for e in raw] == [False]
+    t.observe_not_evaluable()
+    again = t.observe(4, "fail", "Practical-Stability", {"vfr": 0.0})
+    assert again == []  # raw value unchanged (fail), streak restarted: not confirmed yet
+    confirmed = t.observe(5, "fail", "Practical-Stability", {"vfr": 0.0})
+    assert [(e.kind, e.confirmed) for e in confirmed] == [("verdict_flip", True)]
