@@ -78,7 +78,7 @@ from monitor.core.events import CellEvent
 from monitor.core.numbers import as_float, float_or_none
 from monitor.core.privacy import SMALL_CELL, published, reportable
 from monitor.core.results import CellEvaluation
-from monitor.core.tiers import Tier
+from monitor.core.tiers import EVALUABLE_TIERS, Tier
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ MAX_SENTENCE = 600
 #: At most this many distinct rejection reasons per exporter; the rest count as "other".
 MAX_REASONS = 64
 
-TIERS = tuple(t.value for t in Tier)
+TIERS = tuple(t.value for t in EVALUABLE_TIERS)
 VERDICT_DIRECTIONS = frozenset({"pass_to_fail", "fail_to_pass"})
 JOB_STATES = ("success", "failure", "skipped")
 INGEST_STATES = ("accepted", "duplicate", "rejected")
@@ -325,6 +325,13 @@ class _StateCollector(Collector):
             "Raw reliability tier as an enum: 1 for the current tier, 0 for the others.",
             labels=(*_CELL, "tier"),
         )
+        not_evaluable = GaugeMetricFamily(
+            "vfr_cell_not_evaluable",
+            "1 when the cell is not evaluable (its value is undefined: fewer than two groups "
+            "reach the rate denominator); it then has no verdict, VFR, kappa or tier series. "
+            "The reason and the records it needs are in /api/cells.",
+            labels=_CELL,
+        )
         for c in sorted(cells, key=lambda c: c.key):
             key = c.key
             if not all(map(is_identifier, key)):
@@ -332,6 +339,13 @@ class _StateCollector(Collector):
                 continue
             if not reportable(c.result.window_n):
                 continue  # the small-cell rule: no per-cell series at all
+            not_evaluable.add_metric(key, 0.0 if c.result.evaluable else 1.0)
+            if not c.result.evaluable:
+                # no verdict, VFR or tier of its own (docs/method.md section 2): no series
+                # that a rule or a panel could read as one; the debounced and reliable
+                # verdicts stay as the last evaluable evaluation left them and come back
+                # with the cell, unchanged, so nothing pages
+                continue
             for fam, (_, _, get) in zip(families, _CELL_GAUGES, strict=True):
                 x = get(c)
                 if x is not None:
@@ -340,6 +354,7 @@ class _StateCollector(Collector):
                 tier.add_metric((*key, t), 1.0 if t == c.tier.tier.value else 0.0)
         yield from families
         yield tier
+        yield not_evaluable
 
     def _models(self, models: Sequence[ModelStatus]) -> Iterator[Metric]:
         records = GaugeMetricFamily(

@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.core.jsonable import dumps, to_jsonable
-from monitor.core.tiers import Tier
+from monitor.core.tiers import EVALUABLE_TIERS, Tier
 from monitor.service.api import serve
 from monitor.service.exporter import (
     ALLOWED_LABELS,
@@ -55,6 +55,7 @@ EXPECTED = {
     "vfr_cell_tier_level": ("gauge", {"model", "metric", "attribute"}),
     "vfr_cell_tier": ("gauge", {"model", "metric", "attribute", "tier"}),
     "vfr_cell_partial": ("gauge", {"model", "metric", "attribute"}),
+    "vfr_cell_not_evaluable": ("gauge", {"model", "metric", "attribute"}),
     "vfr_cell_confirmed_tier_level": ("gauge", {"model", "metric", "attribute"}),
     "vfr_cell_confirmed_pass": ("gauge", {"model", "metric", "attribute"}),
     "vfr_cell_reliable_pass": ("gauge", {"model", "metric", "attribute"}),
@@ -245,14 +246,29 @@ def test_cell_values_and_non_finite_choices():
 
 def test_tier_enum_has_exactly_one_current_tier():
     exp, st = new_exporter()
-    for tier in Tier:
+    for tier in EVALUABLE_TIERS:
         cell(st, tier=tier.value)
         series = samples(exp.render(), "vfr_cell_tier")
-        assert len(series) == len(Tier) == 5
+        assert len(series) == len(EVALUABLE_TIERS) == 5
         ones = [dict(k)["tier"] for k, v in series.items() if v == 1]
         assert ones == [tier.value]
         assert sum(series.values()) == 1
         assert value(exp.render(), "vfr_cell_tier_level", **DI) == tier.level
+
+
+def test_not_evaluable_cell_has_no_verdict_vfr_or_tier_series():
+    """Issue 24: an undefined cell exports only vfr_cell_not_evaluable = 1; the old code
+    exported VFR 0, dominant pass 0 (fail) and a tier for it."""
+    exp, st = new_exporter()
+    cell(st, value=NAN, vfr=NAN, not_evaluable="fewer than two race groups have 20 positives")
+    cell(st, metric="SPD")
+    text = exp.render()
+    assert value(text, "vfr_cell_not_evaluable", **DI) == 1
+    assert value(text, "vfr_cell_not_evaluable", **{**DI, "metric": "SPD"}) == 0
+    for name in ("vfr_cell_vfr", "vfr_cell_dominant_pass", "vfr_cell_point_pass",
+                 "vfr_cell_tier_level", "vfr_cell_confirmed_tier_level", "vfr_cell_kappa"):
+        assert value(text, name, **DI) is None, name
+    assert not [k for k in samples(text, "vfr_cell_tier") if ("metric", "DI") in k]
 
 
 def test_a_cell_the_exporter_cannot_label_does_not_cost_the_others_their_series():

@@ -10,7 +10,7 @@ from monitor.core.axis1 import CellResult
 from monitor.core.events import CellEvent
 from monitor.core.explain import Cutoffs, explain_event
 from monitor.core.results import CellEvaluation
-from monitor.core.tiers import Tier, TierResult
+from monitor.core.tiers import Tier, TierResult, not_evaluable_tier
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
 
 INF, NAN = math.inf, math.nan
@@ -48,7 +48,7 @@ def make_cell(model="xgb", metric="DI", attribute="race", **over) -> CellEvaluat
         value=0.83, vfr=0.24, dominant_pass=True, point_pass=True, sigma=1.5, ci_low=0.78,
         ci_high=0.9, n_star=4000.0, kappa=0.55, tier=Tier.CAUTION_REQUIRED.value,
         partial=False, confirmed_tier=Tier.PRACTICAL_STABILITY.value, window_n=5000,
-        confirmed_pass=None,
+        confirmed_pass=None, not_evaluable="",
     )  # fmt: skip
     kw.update(over)
     result = CellResult(
@@ -57,9 +57,12 @@ def make_cell(model="xgb", metric="DI", attribute="race", **over) -> CellEvaluat
         K=500, vfr=kw["vfr"], dominant_verdict="pass" if kw["dominant_pass"] else "fail",
         sigma=kw["sigma"], mean=0.83, sd=0.02, ci_low=kw["ci_low"], ci_high=kw["ci_high"],
         n_undefined=0, window_n=kw["window_n"], resample_n=kw["window_n"], groups_left_out=(),
-        groups_left_out_point=(),
+        groups_left_out_point=(), evaluable=not kw["not_evaluable"],
+        not_evaluable_reason=kw["not_evaluable"],
     )  # fmt: skip
     tier = TierResult(Tier(kw["tier"]), (), (), ("axis3",) if kw["partial"] else ())
+    if kw["not_evaluable"]:
+        tier = not_evaluable_tier(kw["not_evaluable"])
     cp = kw["confirmed_pass"]
     return CellEvaluation(
         result=result, evaluation=1, tier=tier, confirmed_tier=kw["confirmed_tier"],
