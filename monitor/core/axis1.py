@@ -121,10 +121,15 @@ class CellResult:
         ...     records_needed_groups=("Black",)).needs()
         'up to 15 more positives in Black'
         """
-        if self.records_needed is None:
-            return ""
-        groups = " and ".join(self.records_needed_groups)
-        return f"up to {self.records_needed} more {NEEDED_KIND.get(self.metric, 'records')} in {groups}"
+        return needs_words(self.metric, self.records_needed, self.records_needed_groups)
+
+
+def needs_words(metric: str, needed: int | None, groups: Sequence[str]) -> str:
+    """"up to 15 more positives in Black": what a not-evaluable cell needs ("" if not a count)."""
+    if needed is None:
+        return ""
+    kind = NEEDED_KIND.get(metric, "records")
+    return f"up to {needed} more {kind} in {' and '.join(groups)}"
 
     def to_dict(self) -> dict:
         # what asdict() gives (every field is a scalar or a tuple of str), without its

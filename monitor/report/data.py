@@ -48,6 +48,7 @@ from batch_axes.equilense import AttributeMPPD, EquiLenseResult
 from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.config.errors import UserError
+from monitor.core.axis1 import needs_words
 from monitor.core.events import CellEvent
 from monitor.core.privacy import (
     SMALL_CELL,
@@ -145,6 +146,9 @@ class CellPoint:
     n_pass: int | None = None
     K: int | None = None
     suppressed: bool = False  # window_n < SMALL_CELL: no figure (nor tier) may be shown
+    #: not evaluable (no verdict, VFR, kappa or tier): why, and what it needs in words
+    not_evaluable_reason: str = ""
+    needs: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -372,6 +376,10 @@ def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPo
         n_pass=None if small else _int(r.get("n_pass")),
         K=_int(r.get("K")),
         suppressed=small,
+        not_evaluable_reason="" if small else str(r.get("not_evaluable_reason") or ""),
+        needs="" if small else needs_words(
+            str(r["metric"]), _int(r.get("records_needed")), r.get("records_needed_groups") or ()
+        ),
     )
 
 
@@ -407,6 +415,8 @@ def cell_from_audit(c: AuditCell) -> CellPoint:
         n_pass=None if small else c.n_pass,
         K=c.K,
         suppressed=small,
+        not_evaluable_reason="" if small else c.not_evaluable_reason,
+        needs="" if small else needs_words(c.metric, c.records_needed, c.records_needed_groups),
     )
 
 

@@ -64,6 +64,12 @@ def cell_sentence(c: CellPoint, tau: float, n_field: int, kappa_cutoff: float) -
             f"Fewer than {SMALL_CELL} records in the window ({SMALL_CELL_LABEL}): nothing is shown "
             "for this cell."
         )
+    if c.not_evaluable_reason:  # no verdict, VFR, kappa or tier: the reason instead
+        need = f"; it needs {c.needs}" if c.needs else ""
+        return (
+            f"Not evaluable: {c.not_evaluable_reason}{need}. It has no verdict, flip rate, "
+            "hospital agreement or tier."
+        )
     parts = []
     dom = c.dominant_verdict
     if dom is None or c.vfr is None:

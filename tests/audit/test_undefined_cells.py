@@ -61,3 +61,22 @@ def test_defined_cells_keep_their_verdicts_and_the_summary_says_not_evaluable(au
     line = next(t for t in text.splitlines() if " EOPP " in t and " race " in t)
     assert "n/e" in line and "Not-Evaluable: fewer than two race groups" in line
     assert "Caution-Required" not in line
+
+
+def test_report_says_not_evaluable_not_a_stable_fail(audit, tmp_path):
+    """The page's sentence for EOPP by race: the old one read "Fail in every resample:
+    stable. ... Hospitals agree on it (kappa 1.00, almost perfect)."."""
+    from monitor.cli import main
+
+    _, paths = audit
+    assert main(["report", "--audit-dir", str(paths["cells_json"].parent), "--out",
+                 str(tmp_path)]) == 0  # fmt: skip
+    (page,) = tmp_path.iterdir()
+    html = page.read_text()
+    want = (
+        "Not evaluable: fewer than two race groups have 20 positives (1 of 5 do); it needs "
+        "up to 5 more positives in 2. It has no verdict, flip rate, hospital agreement or tier."
+    )
+    start = html.index('data-metric="EOPP" data-attribute="race" data-tier="Not-Evaluable"')
+    row = html[start : html.index("</tr>", start)]
+    assert want in row and "Fail in every resample" not in row and "kappa" not in row
