@@ -123,14 +123,6 @@ class CellResult:
         """
         return needs_words(self.metric, self.records_needed, self.records_needed_groups)
 
-
-def needs_words(metric: str, needed: int | None, groups: Sequence[str]) -> str:
-    """"up to 15 more positives in Black": what a not-evaluable cell needs ("" if not a count)."""
-    if needed is None:
-        return ""
-    kind = NEEDED_KIND.get(metric, "records")
-    return f"up to {needed} more {kind} in {' and '.join(groups)}"
-
     def to_dict(self) -> dict:
         # what asdict() gives (every field is a scalar or a tuple of str), without its
         # recursive deep copy, which cost more than the rest of writing a result
@@ -142,6 +134,14 @@ def needs_words(metric: str, needed: int | None, groups: Sequence[str]) -> str:
 
 
 _CELL_FIELDS = tuple(f.name for f in fields(CellResult))
+
+
+def needs_words(metric: str, needed: int | None, groups: Sequence[str]) -> str:
+    """ "up to 15 more positives in Black": what a not-evaluable cell needs ("" if not a count)."""
+    if needed is None:
+        return ""
+    kind = NEEDED_KIND.get(metric, "records")
+    return f"up to {needed} more {kind} in {' and '.join(groups)}"
 
 
 # ----------------------------------------------------------------------------- allocation

@@ -287,3 +287,54 @@ def test_events_record_the_decision_rule_in_force(tmp_path):
         ids.add(cfg.decision_id())
         store.close()
     assert len(ids) == 2
+
+
+def _icu_payloads(phases: list[tuple[int, bool]], model: str = "model-00") -> list[bytes]:
+    """Records in phases of (count, Black patients die): every death is flagged (score 0.9)
+    and no survivor is (0.1), so EOPP and EOD by race are 0 (a stable pass) whenever two
+    race groups have 20 positives, and undefined while Black patients have none."""
+    out, i = [], 0
+    for n, black_positives in phases:
+        for k in range(n):
+            black = k % 2 == 0
+            label = int((k // 2) % 10 < 3 and (black_positives or not black))
+            rec = {
+                "record_id": f"r{i:05d}", "model_id": model,
+                "event_time": "2026-11-01T00:00:00Z", "hospital_id": f"h{i % 5}",
+                "score": 0.9 if label else 0.1, "label": label,
+                "race": "2" if black else "3", "sex": str(k % 3 % 2), "ethnicity": "1",
+                "age_group": "3",
+            }  # fmt: skip
+            out.append(json.dumps(rec).encode())
+            i += 1
+    return out
+
+
+def test_a_cell_going_not_evaluable_and_back_raises_no_flip(tmp_path):
+    """Issue 24: EOPP by race is a stable pass, then not evaluable for two evaluations (no
+    Black positives in the window), then a pass again. The old code read the undefined
+    windows as a stable fail: a confirmed flip pass -> fail and back, which pages."""
+    cfg = config_from_mapping(
+        {
+            "window": {"size": 400, "hop_records": 200, "hop_seconds": 0},
+            "axis1": {"K": 60},
+            "models": [{"id": "model-00"}],
+        }
+    )
+    store = Store(tmp_path / "m.duckdb", cfg)
+    feed(Pipeline(cfg, store), _icu_payloads([(400, True), (800, False), (400, True)]))
+    wr = stored_results(store)
+    race = wr[[r["metric"] == "EOPP" and r["attribute"] == "race" for r in wr["result"]]]
+    seen = [(int(e), r["dominant_verdict"], r["tier"]) for e, r in zip(race["window_end_count"],
+                                                                    race["result"])]  # fmt: skip
+    verdicts = [v for _, v, _ in seen]
+    assert verdicts[:1] == ["pass"] and verdicts[-1] == "pass"
+    gap = [(v, t) for e, v, t in seen if 800 <= e <= 1200]
+    assert gap and set(gap) == {("not_evaluable", "Not-Evaluable")}
+    off = [r for e, r in zip(race["window_end_count"], race["result"]) if e == 1000][0]
+    assert off["vfr"] is None and off["not_evaluable_reason"].startswith("fewer than two race")
+    assert off["records_needed"] == 20 and off["records_needed_groups"] == ["2"]
+    events = events_frame(store)
+    rate = events["metric"].isin(["EOPP", "EOD"]) & (events["attribute"] == "race")
+    flips = events[rate]  # (DI and SPD by race do change: Black patients are flagged less)
+    assert len(events) and flips.empty, flips[["kind", "metric", "old", "new", "confirmed"]].to_dict("records")
