@@ -38,6 +38,10 @@ def _inf_word(x: float | None) -> float | str | None:
     return "inf" if x is not None and math.isinf(x) else x
 
 
+def _int_or_none(x: Any) -> int | None:
+    return None if x in (None, "") else int(x)
+
+
 def _none_or_float(x: Any) -> float | None:
     return None if x is None else as_float(x)
 
@@ -187,9 +191,7 @@ class AuditCell:
             axis3_note=str(d.get("axis3_note") or ""),
             n_undefined=int(d.get("n_undefined") or 0),
             not_evaluable_reason=str(d.get("not_evaluable_reason") or ""),
-            records_needed=None if d.get("records_needed") in (None, "") else int(
-                d["records_needed"]
-            ),
+            records_needed=_int_or_none(d.get("records_needed")),
             records_needed_groups=_split(d.get("records_needed_groups"), " "),
             kappa_reason=str(d.get("kappa_reason") or ""),
         )

@@ -280,7 +280,8 @@ def cv_of_draws(values: np.ndarray) -> dict[str, np.ndarray]:
     """mean, sd (ddof 1), CV and undefined count of metric draws along the last axis.
 
     NaN draws are left out and counted. The CV guard, in order: more than
-    MAX_UNDEFINED_SHARE of the draws undefined, or fewer than two defined -> inf; sd <= CV_EPS -> 0 (no sampling variability: every
+    MAX_UNDEFINED_SHARE of the draws undefined, or fewer than two defined -> inf;
+    sd <= CV_EPS -> 0 (no sampling variability: every
     subsample gives the same value, e.g. SPD = 0 for a model that flags no one);
     |mean| < CV_EPS -> inf (relative precision around 0 cannot be established);
     else sd / |mean|.

@@ -121,10 +121,7 @@ def kappa_not_evaluable(votes: np.ndarray) -> str:
     folds = int(votes.any(axis=0).sum())
     if items < MIN_VOTED_ITEMS:
         noun = "attribute has" if items == 1 else "attributes have"
-        return (
-            f"only {items} {noun} two or more folds that can judge it "
-            f"(need {MIN_VOTED_ITEMS})"
-        )
+        return f"only {items} {noun} two or more folds that can judge it (need {MIN_VOTED_ITEMS})"
     if folds < MIN_VOTING_FOLDS:
         return f"only {folds} folds can judge any attribute (need {MIN_VOTING_FOLDS})"
     return ""
@@ -684,9 +681,15 @@ def axis3(
             band, fails = landis_koch_band(kappa), kappa < kappa_cutoff
         metric_rows.append(
             MetricAgreement(
-                r.name, kappa, band, degenerate, fails, tuple(int(k) for k in n_pass),
-                tuple(int(k) for k in n_votes), reason,
-            )  # fmt: skip
+                r.name,
+                kappa,
+                band,
+                degenerate,
+                fails,
+                tuple(int(k) for k in n_pass),
+                tuple(int(k) for k in n_votes),
+                reason,
+            )
         )
         for i, a in enumerate(attributes):
             own = "" if n_votes[i] >= 2 else f"{int(n_votes[i])} of {F} folds can judge it"

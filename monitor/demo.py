@@ -44,6 +44,7 @@ TIER_MARK = {
     "High-Variance": "H",
     "Catastrophic-Instability": "X",
     "Pending": "?",
+    "Not-Evaluable": "-",
 }
 DEFAULT_SCENARIO = "group_score_shift"
 
@@ -164,9 +165,13 @@ def tier_grid(
                     continue
                 noisy = "~" if c.result.vfr > config.axis1.tau_vfr else " "
                 mark = TIER_MARK.get(c.tier.tier.value, "?")
-                row += f"{c.result.dominant_verdict:>8}{noisy}/{mark:<3}"
+                verdict = c.result.dominant_verdict if c.result.evaluable else "n/e"
+                row += f"{verdict:>8}{noisy}/{mark:<3}"
             lines.append(row)
-    lines.append("  tiers: S stable · C caution · H high-variance · X catastrophic · ? pending")
+    lines.append(
+        "  tiers: S stable · C caution · H high-variance · X catastrophic · ? pending"
+        " · - not evaluable (n/e)"
+    )
     return lines
 
 

@@ -67,7 +67,7 @@ DIABETES130 = "diabetes130"
 BASELINES = ("B1", "B2", "B3", "B4")
 METHOD = {"B1": "Real-only", "B2": "Reweighing", "B3": "Threshold-shifting", "B4": "VFR-Audit"}
 TIERS = ("Practical-Stability", "Caution-Required", "High-Variance",
-         "Catastrophic-Instability", "Pending")  # fmt: skip
+         "Catastrophic-Instability", "Pending", "Not-Evaluable")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -335,10 +335,11 @@ def evaluate(
                               "hospital_id": part.hospital_id, **part.columns})  # fmt: skip
         a3 = run_axis3(model_id, frame, config)
     cells = [combine_cell(c, a2.get((c.metric, c.attribute)), a3, config) for c in cells1]
-    vfr = np.array([c.vfr for c in cells])
+    # not-evaluable cells have no VFR or kappa: the summaries are over the evaluable ones
+    vfr = np.array([c.vfr for c in cells if c.evaluable] or [math.nan])
     kappas: dict[str, float] = {}
     for c in cells:
-        if c.kappa is not None:
+        if c.kappa is not None and not math.isnan(c.kappa):
             kappas[c.metric] = c.kappa
     tiers = {t: sum(c.tier.tier.value == t for c in cells) for t in TIERS}
     n_pass = sum(di_passes(d, target) for d in di.values())

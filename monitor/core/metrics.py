@@ -359,9 +359,7 @@ class Shortfall:
     needed_groups: tuple[int, ...]  # the groups (indices) those records would go to
 
 
-def denominator_shortfall(
-    name: str, t: Tallies, min_support: int, scale: float = 1.0
-) -> Shortfall:
+def denominator_shortfall(name: str, t: Tallies, min_support: int, scale: float = 1.0) -> Shortfall:
     """Records a single window tally (arrays (G,)) lacks for metric ``name`` to be defined.
 
     Per group, each denominator short of ``min_support`` needs ``min_support - n`` more

@@ -377,10 +377,14 @@ def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPo
         K=_int(r.get("K")),
         suppressed=small,
         not_evaluable_reason="" if small else str(r.get("not_evaluable_reason") or ""),
-        needs="" if small else needs_words(
-            str(r["metric"]), _int(r.get("records_needed")), r.get("records_needed_groups") or ()
-        ),
+        needs="" if small else _needs(r),
     )
+
+
+def _needs(r: Mapping[str, Any]) -> str:
+    """What a stored not-evaluable cell needs, in words ("" when nothing is stored)."""
+    groups = r.get("records_needed_groups") or ()
+    return needs_words(str(r["metric"]), _int(r.get("records_needed")), groups)
 
 
 def cell_from_audit(c: AuditCell) -> CellPoint:

@@ -325,16 +325,17 @@ def test_a_cell_going_not_evaluable_and_back_raises_no_flip(tmp_path):
     feed(Pipeline(cfg, store), _icu_payloads([(400, True), (800, False), (400, True)]))
     wr = stored_results(store)
     race = wr[[r["metric"] == "EOPP" and r["attribute"] == "race" for r in wr["result"]]]
-    seen = [(int(e), r["dominant_verdict"], r["tier"]) for e, r in zip(race["window_end_count"],
-                                                                    race["result"])]  # fmt: skip
+    rows = list(zip(race["window_end_count"], race["result"], strict=True))
+    seen = [(int(e), r["dominant_verdict"], r["tier"]) for e, r in rows]
     verdicts = [v for _, v, _ in seen]
     assert verdicts[:1] == ["pass"] and verdicts[-1] == "pass"
     gap = [(v, t) for e, v, t in seen if 800 <= e <= 1200]
     assert gap and set(gap) == {("not_evaluable", "Not-Evaluable")}
-    off = [r for e, r in zip(race["window_end_count"], race["result"]) if e == 1000][0]
+    off = next(r for e, r in rows if e == 1000)
     assert off["vfr"] is None and off["not_evaluable_reason"].startswith("fewer than two race")
     assert off["records_needed"] == 20 and off["records_needed_groups"] == ["2"]
     events = events_frame(store)
     rate = events["metric"].isin(["EOPP", "EOD"]) & (events["attribute"] == "race")
     flips = events[rate]  # (DI and SPD by race do change: Black patients are flagged less)
-    assert len(events) and flips.empty, flips[["kind", "metric", "old", "new", "confirmed"]].to_dict("records")
+    shown = ["kind", "metric", "old", "new", "confirmed"]
+    assert len(events) and flips.empty, flips[shown].to_dict("records")
