@@ -14,6 +14,7 @@ import urllib.request
 import pandas as pd
 import pytest
 
+from consumers.base import Origin
 from monitor.config import config_from_mapping
 from monitor.service.app import MonitorService
 from tests.support.pipeline_runs import feed_service
@@ -142,3 +143,45 @@ def test_windows_and_cells_pages(service):
     assert status == 200 and len(cells) == 28  # tiny has no evaluation yet (hop 1000)
     page = get(service, "/api/cells?limit=10&offset=20")[1]
     assert page == cells[20:30]
+
+
+def test_a_not_evaluable_cell_over_http(tmp_path):
+    """Issue 24 over the real API: EOPP by race with no Black positives in the window is
+    served as not evaluable (reason, records needed, no VFR or tier), and Axis 3, whose
+    hospital folds are all undefined for it, serves no kappa and says why."""
+    from monitor.core.privacy import SMALL_CELL
+    from tests.stream.test_pipeline import _icu_payloads
+
+    cfg = config_from_mapping(
+        {
+            "window": {"size": 400, "hop_records": 200, "hop_seconds": 0},
+            "axis1": {"K": 60},
+            "axis2": {"sizes": [100, 200], "R": 10},
+            "axis3": {"folds": 5},
+            "equilense": {"features": []},
+            "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+        }
+    )
+    s = MonitorService(cfg, db_path=str(tmp_path / "s.duckdb"), http_port=0,
+                       start_scheduler=False)  # fmt: skip
+    s.start()
+    try:
+        payloads = _icu_payloads([(400, False)])
+        s.pipeline.ingest_batch(payloads, [Origin("t", 0, i) for i in range(len(payloads))])
+        s.pipeline.flush()
+        assert s.scheduler.run_now_blocking("axis3").state == "success"
+        status, cells = get(s, "/api/cells")
+        assert status == 200
+        race = next(c for c in cells if (c["metric"], c["attribute"]) == ("EOPP", "race"))
+        assert race["window_n"] >= SMALL_CELL and race["evaluable"] is False
+        assert (race["dominant_verdict"], race["tier"]) == ("not_evaluable", "Not-Evaluable")
+        assert race["vfr"] is None and race["failed_axes"] == []
+        assert race["not_evaluable_reason"].startswith("fewer than two race groups have 20")
+        assert race["tier_reason"] == race["not_evaluable_reason"]
+        assert (race["records_needed"], race["records_needed_groups"]) == (20, ["2"])
+        status, rows = get(s, "/api/axes?axis=axis3&model=model-00&limit=1")
+        cells3 = rows[0]["payload"]["cells"]
+        cell = next(c for c in cells3 if (c["metric"], c["attribute"]) == ("EOPP", "race"))
+        assert cell["kappa"] is None and cell["band"] == "not evaluable" and cell["kappa_reason"]
+    finally:
+        s.close()
