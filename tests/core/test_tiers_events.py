@@ -275,3 +275,28 @@ def test_not_evaluable_breaks_a_pending_change():
     assert again == []  # raw value unchanged (fail), streak restarted: not confirmed yet
     confirmed = t.observe(5, "fail", "Practical-Stability", {"vfr": 0.0})
     assert [(e.kind, e.confirmed) for e in confirmed] == [("verdict_flip", True)]
+
+
+def test_not_evaluable_cell_round_trips_through_stored_json():
+    """What the store writes and a restart (or the fleet view) reads back keeps the cell
+    not evaluable, its reason and its records needed; a row stored before (no such keys)
+    reads as evaluable."""
+    import json
+
+    from monitor.core.jsonable import to_json
+    from monitor.core.results import CellEvaluation, cell_result_from_dict
+    from tests.support.exporter_state import make_cell
+
+    cell = make_cell(value=math.nan, vfr=math.nan, not_evaluable="fewer than two race groups")
+    cell = CellEvaluation(
+        **{**cell.__dict__, "result": cell.result.__class__(
+            **{**cell.result.__dict__, "records_needed": 15, "records_needed_groups": ("2",)}
+        )}
+    )  # fmt: skip
+    back = CellEvaluation.from_dict(json.loads(to_json(cell.to_dict())))
+    assert not back.result.evaluable and back.tier.reason == "fewer than two race groups"
+    assert back.tier.tier.value == "Not-Evaluable" and math.isnan(back.result.vfr)
+    assert (back.result.records_needed, back.result.records_needed_groups) == (15, ("2",))
+    old = {k: v for k, v in make_cell().result.to_dict().items() if k not in (
+        "evaluable", "not_evaluable_reason", "records_needed", "records_needed_groups")}
+    assert cell_result_from_dict(old).evaluable
