@@ -81,6 +81,68 @@ def window_records(
     return c.execute(sql + " ORDER BY seq", params).df().drop(columns="model_pos")
 
 
+def _cohort_columns(attributes: Sequence[str]) -> str:
+    cols = ", ".join(
+        [f"json_extract_string(attributes, '$.{a}') AS \"{a}\"" for a in attributes]
+    )
+    return f"seq, epoch_us(event_time) AS event_us, score, label, decision, hospital_id, {cols}"
+
+
+#: A microsecond count as a TIMESTAMPTZ constant (folded, so DuckDB can skip row groups).
+_AT_US = "(to_timestamp(0) + to_microseconds(CAST(? AS BIGINT)))"
+
+
+def cohort_bounds(c: duckdb.DuckDBPyConnection, model_id: str) -> tuple[int, int | None]:
+    """(last sequence number, latest event time in microseconds) of a model's stored records;
+    (0, None) for a model without records."""
+    seq, us = c.execute(
+        "SELECT coalesce(max(seq), 0), epoch_us(max(event_time)) FROM discharges "
+        "WHERE model_id = ?",
+        [model_id],
+    ).fetchone()
+    return int(seq), None if us is None else int(us)
+
+
+def cohort_slice(
+    c: duckdb.DuckDBPyConnection,
+    attributes: Sequence[str],
+    model_id: str,
+    *,
+    after_seq: int = 0,
+    upto_seq: int | None = None,
+    from_us: int | None = None,
+    before_us: int | None = None,
+) -> pd.DataFrame:
+    """A model's records with ``after_seq < seq <= upto_seq`` and event time in
+    ``[from_us, before_us)`` (microseconds; None: unbounded), in seq order: what entered or
+    left an audit cohort kept as counts (monitor.service.cohort_book). Columns: seq,
+    event_us, score, label, decision, hospital_id and one per attribute."""
+    sql = f"SELECT {_cohort_columns(attributes)} FROM discharges WHERE model_id = ? AND seq > ?"
+    params: list[Any] = [model_id, int(after_seq)]
+    for cond, value in (
+        (" AND seq <= ?", upto_seq),
+        (f" AND event_time >= {_AT_US}", from_us),
+        (f" AND event_time < {_AT_US}", before_us),
+    ):
+        if value is not None:
+            sql += cond
+            params.append(int(value))
+    return c.execute(sql + " ORDER BY seq", params).df()
+
+
+def cohort_last_seq(
+    c: duckdb.DuckDBPyConnection, model_id: str, upto_seq: int, from_us: int
+) -> int | None:
+    """The last sequence number among a model's records up to ``upto_seq`` with event time
+    at or after ``from_us``: a cohort's release point after its last record left."""
+    (seq,) = c.execute(
+        f"SELECT max(seq) FROM discharges WHERE model_id = ? AND seq <= ? "
+        f"AND event_time >= {_AT_US}",
+        [model_id, int(upto_seq), int(from_us)],
+    ).fetchone()
+    return None if seq is None else int(seq)
+
+
 def monthly_records(
     c: duckdb.DuckDBPyConnection, model_id: str, since: datetime | None = None
 ) -> list[tuple[str, int]]:
