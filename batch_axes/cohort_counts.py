@@ -115,6 +115,8 @@ class CohortCounts:
                 self.slot_ids.append(h)
             lookup[i] = s
         self._grow(len(self.slot_ids))
+        if not len(uniques):  # no record has a hospital id
+            return np.full(len(codes), NO_HOSPITAL, dtype=np.int64)
         return np.where(codes >= 0, lookup[np.maximum(codes, 0)], NO_HOSPITAL)
 
     def _grow(self, n_slots: int) -> None:
