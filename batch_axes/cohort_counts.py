@@ -73,6 +73,16 @@ def group_kfold_from_sizes(sizes: np.ndarray, n_splits: int) -> np.ndarray:
     return fold
 
 
+def _fold_sums(rows: np.ndarray, starts: np.ndarray, n_folds: int) -> np.ndarray:
+    """Sums of consecutive row blocks starting at ``starts`` (exact, in int64); a fold
+    without rows (none in practice: every fold gets a hospital) sums to zeros."""
+    out = np.zeros((n_folds, *rows.shape[1:]), dtype=rows.dtype)
+    filled = starts < np.append(starts[1:], rows.shape[0])
+    if rows.shape[0]:
+        out[filled] = np.add.reduceat(rows, starts[filled], axis=0)
+    return out
+
+
 class CohortCounts:
     """Count tables of one model's cohort per hospital and attribute (see module docstring).
 
@@ -185,11 +195,9 @@ class CohortCounts:
             deltas[a.name] = (c, w_hi.astype(np.int64), w_lo.astype(np.int64))
             if sign < 0 and np.any(self.counts[a.name].reshape(-1) < c):
                 raise ValueError("removing records that are not in the cohort's tables")
-        if self.with_tables:  # checks its own removals before changing anything
-            names = [a.name for a in self.attributes]
-            CountTable.apply_prepared_many(
-                [self.tables[k] for k in names], [groups[k] for k in names], prepared, sign
-            )
+        if self.with_tables:  # its counts are sums of the slots' counts checked above
+            for a in self.attributes:
+                self.tables[a.name].apply_prepared(groups[a.name], prepared, sign)
         self.slot_n += sign * d_n
         for k, (c, w_hi, w_lo) in deltas.items():
             self.counts[k] += sign * c.reshape(self.counts[k].shape)
@@ -214,16 +222,15 @@ class CohortCounts:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(counts (F, G, 2, 2, B), score sum per (F, G, B) as float) of each fold: the sums
         of its hospitals' tables, in exact integers until the one conversion at the end."""
-        keep = np.flatnonzero(fold_of_slot[: self.slot_n.size] >= 0)
-        f = fold_of_slot[keep]
-        c = self.counts[attribute]
-        out_c = np.zeros((n_folds, *c.shape[1:]), dtype=np.int64)
-        np.add.at(out_c, f, c[keep])
-        hi = np.zeros((n_folds, *self.score_hi[attribute].shape[1:]), dtype=np.int64)
-        lo = np.zeros_like(hi)
-        np.add.at(hi, f, self.score_hi[attribute][keep])
-        np.add.at(lo, f, self.score_lo[attribute][keep])
-        return out_c, _words_to_float(hi, lo)
+        f = fold_of_slot[: self.slot_n.size]
+        order = np.flatnonzero(f >= 0)
+        order = order[np.argsort(f[order], kind="stable")]  # the slots, fold by fold
+        starts = np.searchsorted(f[order], np.arange(n_folds))
+        sums = [
+            _fold_sums(a[order], starts, n_folds)
+            for a in (self.counts[attribute], self.score_hi[attribute], self.score_lo[attribute])
+        ]
+        return sums[0], _words_to_float(sums[1], sums[2])
 
     def copy(self) -> CohortCounts:
         """An independent copy (what a job computes on while the book moves on)."""

@@ -231,7 +231,7 @@ def run_axes_store_bench(
             store_frame(store, cohort_frame(small, small_n, 0.0, days, seed + 99, cfg, hospitals))
             fill_s = time.perf_counter() - t0
 
-            book = CohortBook(cfg, store.attributes)
+            book = CohortBook(cfg)
             build = _incremental_run(store, book, names, cfg)  # the first run: builds
             _incremental_run(store, book, [small], cfg)
             noop = [_incremental_run(store, book, names, cfg)[:2] for _ in range(repeats)]

@@ -133,7 +133,7 @@ class MonitorService:
         )
         self._start_scheduler = start_scheduler
         #: each owned model's audit cohort as count tables, for Axis 2 and Axis 3
-        self.cohorts = CohortBook(config, self.store.attributes)
+        self.cohorts = CohortBook(config)
         #: the report at ``/``: drawn on a thread of its own, one drawing at a time
         self.page = PageRenderer(
             lambda: stored_report(self.store, self.config, _NO_REPORT_YET),

@@ -43,11 +43,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import duckdb
-import pandas as pd
+import numpy as np
 
 from batch_axes.cohort_counts import CohortCounts
 from monitor.config import MonitorConfig
-from monitor.core.tables import group_index
 from monitor.store import queries
 
 
@@ -86,9 +85,10 @@ class _Cohort:
 class CohortBook:
     """The owned models' cohorts as counts (see the module docstring); thread-safe."""
 
-    def __init__(self, config: MonitorConfig, stored_attributes: Collection[str]):
+    def __init__(self, config: MonitorConfig):
         self.config = config
-        self.attributes = list(stored_attributes)
+        #: (name, codes) of each configured attribute, as the cohort queries map them
+        self.attributes = [(a.name, tuple(a.codes)) for a in config.attributes]
         self.days_us = round(float(config.service.cohort_days) * 86_400e6)
         self._cohorts: dict[str, _Cohort] = {}
         self._lock = threading.Lock()
@@ -151,12 +151,12 @@ class CohortBook:
                 c, self.attributes, model_id, upto_seq=mark, from_us=st.bound(self.days_us)
             )
             self._apply(counts, frame, +1)
-            st.last_seq = int(frame["seq"].max()) if len(frame) else None
+            st.last_seq = int(frame["seq"].max()) if frame["seq"].size else None
         return st
 
     def _advance(self, c: duckdb.DuckDBPyConnection, model_id: str, st: _Cohort) -> tuple[int, int]:
         new = queries.cohort_slice(c, self.attributes, model_id, after_seq=st.mark)
-        if not len(new):
+        if not new["seq"].size:
             return 0, 0
         old_bound = st.bound(self.days_us)
         newest = int(new["event_us"].max())
@@ -169,25 +169,28 @@ class CohortBook:
                 before_us=bound,
             )  # fmt: skip
             self._apply(st.counts, gone, -1)
-            left = len(gone)
+            left = int(gone["seq"].size)
             if left and st.last_seq is not None and int(gone["seq"].max()) == st.last_seq:
                 st.last_seq = queries.cohort_last_seq(c, model_id, st.mark, bound)
-        entering = new[new["event_us"].to_numpy() >= bound]
+        keep = new["event_us"] >= bound
+        entering = {k: v[keep] for k, v in new.items()}
         self._apply(st.counts, entering, +1)
-        if len(entering):
+        if entering["seq"].size:
             st.last_seq = int(entering["seq"].max())
         st.mark = int(new["seq"].max())
         st.latest_us = latest
-        return len(entering), left
+        return int(entering["seq"].size), left
 
-    def _apply(self, counts: CohortCounts, frame: pd.DataFrame, sign: int) -> None:
-        if not len(frame):
+    def _apply(self, counts: CohortCounts, rows: dict[str, np.ndarray], sign: int) -> None:
+        """Add or remove records (columns of :func:`queries.cohort_slice`). The attributes
+        are the configured list; a code outside it (index -1) is refused by the counts, as
+        ``group_index`` refuses it on the re-read path."""
+        if not rows["seq"].size:
             return
-        groups = {a.name: group_index(frame[a.name].to_numpy(), a) for a in self.config.attributes}
+        groups = {a.name: rows[str(i)] for i, a in enumerate(self.config.attributes)}
         args = (
-            frame["hospital_id"].to_numpy(dtype=object), groups,
-            frame["label"].to_numpy("int64"), frame["decision"].to_numpy("int64"),
-            frame["score"].to_numpy("float64"),
+            rows["hospital_id"].astype(object), groups, rows["label"].astype(np.int64),
+            rows["decision"].astype(np.int64), rows["score"].astype(np.float64),
         )  # fmt: skip
         if sign > 0:
             counts.add(*args)

@@ -81,9 +81,18 @@ def window_records(
     return c.execute(sql + " ORDER BY seq", params).df().drop(columns="model_pos")
 
 
-def _cohort_columns(attributes: Sequence[str]) -> str:
+def _sql_text(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _cohort_columns(attributes: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """The cohort columns, each attribute as its group index: the position of the record's
+    code in the attribute's configured codes, -1 when it is none of them (DuckDB maps the
+    codes column-wise; the caller rejects -1 as the re-read path rejects an unknown code)."""
     cols = ", ".join(
-        [f"json_extract_string(attributes, '$.{a}') AS \"{a}\"" for a in attributes]
+        f"coalesce(list_position([{', '.join(_sql_text(c) for c in codes)}], "
+        f"json_extract_string(attributes, {_sql_text('$.' + name)})), 0) - 1 AS \"{i}\""
+        for i, (name, codes) in enumerate(attributes)
     )
     return f"seq, epoch_us(event_time) AS event_us, score, label, decision, hospital_id, {cols}"
 
@@ -105,18 +114,20 @@ def cohort_bounds(c: duckdb.DuckDBPyConnection, model_id: str) -> tuple[int, int
 
 def cohort_slice(
     c: duckdb.DuckDBPyConnection,
-    attributes: Sequence[str],
+    attributes: Sequence[tuple[str, Sequence[str]]],
     model_id: str,
     *,
     after_seq: int = 0,
     upto_seq: int | None = None,
     from_us: int | None = None,
     before_us: int | None = None,
-) -> pd.DataFrame:
+) -> dict[str, np.ndarray]:
     """A model's records with ``after_seq < seq <= upto_seq`` and event time in
-    ``[from_us, before_us)`` (microseconds; None: unbounded), in seq order: what entered or
-    left an audit cohort kept as counts (monitor.service.cohort_book). Columns: seq,
-    event_us, score, label, decision, hospital_id and one per attribute."""
+    ``[from_us, before_us)`` (microseconds; None: unbounded), in no order: what entered or
+    left an audit cohort kept as counts (monitor.service.cohort_book). Columns (numpy
+    arrays; strings as objects, no pandas conversion): seq, event_us, score, label,
+    decision, hospital_id and, per (name, codes) of ``attributes``, its group index
+    under the attribute's position ("0", "1", ...)."""
     sql = f"SELECT {_cohort_columns(attributes)} FROM discharges WHERE model_id = ? AND seq > ?"
     params: list[Any] = [model_id, int(after_seq)]
     for cond, value in (
@@ -127,7 +138,8 @@ def cohort_slice(
         if value is not None:
             sql += cond
             params.append(int(value))
-    return c.execute(sql + " ORDER BY seq", params).df()
+    got = c.execute(sql, params).fetchnumpy()  # any order: they are counted
+    return {k: np.asarray(v) for k, v in got.items()}
 
 
 def cohort_last_seq(

@@ -116,7 +116,7 @@ def test_every_update_holds_the_reread_cohort_and_reads_only_what_changed(
     one of the two cohorts and not the other."""
     store = Store(tmp_path_factory.mktemp("book") / "b.duckdb", CFG)
     try:
-        book = CohortBook(CFG, store.attributes)
+        book = CohortBook(CFG)
         n0, span = first
         if n0:
             store_frame(store, batch(n0, 0.0, span, seed, 0))
@@ -142,7 +142,7 @@ def test_every_update_holds_the_reread_cohort_and_reads_only_what_changed(
 def test_retention_that_reaches_into_a_cohort_rebuilds_it_once(tmp_path):
     store = Store(tmp_path / "r.duckdb", CFG)
     try:
-        book = CohortBook(CFG, store.attributes)
+        book = CohortBook(CFG)
         store_frame(store, batch(3_000, 0.0, 12.0, 1, 0))
         update(store, book)
         bound = T0 + pd.Timedelta(days=5)  # inside the cohort [2, 12) days
