@@ -12,6 +12,9 @@ cohort into (hospital, group, label, decision, score bin) count arrays; a fold's
 table is the sum of its hospitals' arrays and every fold of every metric is one
 vectorised call of the shared metric functions. Nothing per record is copied
 per fold, so 1,000,000 records x 20 folds x 28 cells costs a few bincounts.
+The per-hospital arrays are :class:`~batch_axes.cohort_counts.CohortCounts`, which the
+service keeps up to date between runs (:func:`axis3_from_counts`: no record is read);
+their score sums are exact integers, so both ways give the same fold values to the bit.
 
 Hospital ids may identify a site, so no result here carries them: folds are
 described by their record counts only.

@@ -235,8 +235,11 @@ def run_axes_store_bench(
             build = _incremental_run(store, book, names, cfg)  # the first run: builds
             _incremental_run(store, book, [small], cfg)
             noop = [_incremental_run(store, book, names, cfg)[:2] for _ in range(repeats)]
-            noop_big = [_timed_update(store, book, names[0]) for _ in range(5 * repeats)]
-            noop_small = [_timed_update(store, book, small) for _ in range(5 * repeats)]
+            # interleaved, so that a busy machine slows both sizes alike
+            noop_big, noop_small = [], []
+            for _ in range(7 * repeats):
+                noop_big.append(_timed_update(store, book, names[0]))
+                noop_small.append(_timed_update(store, book, small))
             day, moved = [], []
             for r in range(repeats):
                 new = [cohort_frame(m, per_day, days + r, 1.0, seed + 1000 * (r + 1) + i, cfg,
