@@ -91,7 +91,7 @@ def _cohort_columns(attributes: Sequence[tuple[str, Sequence[str]]]) -> str:
     codes column-wise; the caller rejects -1 as the re-read path rejects an unknown code)."""
     cols = ", ".join(
         f"coalesce(list_position([{', '.join(_sql_text(c) for c in codes)}], "
-        f"json_extract_string(attributes, {_sql_text('$.' + name)})), 0) - 1 AS \"{i}\""
+        f'json_extract_string(attributes, {_sql_text("$." + name)})), 0) - 1 AS "{i}"'
         for i, (name, codes) in enumerate(attributes)
     )
     return f"seq, epoch_us(event_time) AS event_us, score, label, decision, hospital_id, {cols}"
