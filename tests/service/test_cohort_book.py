@@ -5,13 +5,14 @@ restart, a rebalance or retention rebuild it once."""
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from batch_axes.runner import run_axis3, run_axis3_counts
+from batch_axes.runner import run_axis2, run_axis3, run_axis3_counts
 from monitor.bench.axes import store_frame
 from monitor.config import config_from_mapping
 from monitor.core.tables import group_index, tables_from_frame
@@ -180,10 +181,14 @@ def test_the_service_jobs_keep_the_cohorts_and_rebuild_them_on_restart(tmp_path)
             c.close()
         assert (view.built, view.entered, view.left) == (False, 1_000, 0)
         assert s.scheduler.run_now_blocking("axis3").state == "success"
-        stored = s.store.latest_axis_results("axis3")["model-00"]
+        assert s.scheduler.run_now_blocking("axis2").state == "success"
         frame = reread(s.store, "model-00")
         assert len(frame) == 3_000
+        stored = s.store.latest_axis_results("axis3")["model-00"]
         assert stored == json.loads(json.dumps(run_axis3("model-00", frame, CFG).to_dict()))
+        stored = s.store.latest_axis_results("axis2")["model-00"]
+        want = [c.to_dict() for c in run_axis2(tables_from_frame(frame, CFG), CFG)]
+        assert stored == json.loads(json.dumps(want))  # the same tables, so the same draws
         s.cohorts.keep_only([])  # as after a rebalance took the model away
         assert s.cohorts.models() == []
     finally:
@@ -201,3 +206,22 @@ def test_the_service_jobs_keep_the_cohorts_and_rebuild_them_on_restart(tmp_path)
         assert (view.built, view.entered, view.n) == (False, 0, 3_000)
     finally:
         again.close()
+
+
+def test_the_retention_job_forgets_the_cohorts_it_reaches(tmp_path):
+    """The service's retention job holds the book: a deletion inside a model's cohort makes
+    the next run rebuild it; one that stays below every cohort forgets nothing."""
+    now = [time.time()]
+    s = MonitorService(CFG, db_path=str(tmp_path / "t.duckdb"), http_port=0,
+                       start_scheduler=False, clock=lambda: now[0])  # fmt: skip
+    try:
+        feed_service(s, 1_000, seed=3, model="model-00")  # event time 2026-11-01
+        assert s.scheduler.run_now_blocking("axis3").state == "success"
+        assert s.job_retention()["discharges"] == 0
+        assert s.cohorts.models() == ["model-00"]
+        days = CFG.service.retention_discharge_days
+        now[0] = (pd.Timestamp("2026-11-02", tz="UTC") + pd.Timedelta(days=days)).timestamp()
+        assert s.job_retention()["discharges"] == 1_000
+        assert s.cohorts.models() == []
+    finally:
+        s.close()
