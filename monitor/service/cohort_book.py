@@ -60,10 +60,19 @@ class CohortView:
     entered: int  # records added by this update (all of them at a build)
     left: int  # records removed by this update
     built: bool  # this update built the counts from the file
+    first_us: int | None = None  # earliest event time in the cohort, microseconds
+    latest_us: int | None = None  # latest event time (the cohort's end)
 
     @property
     def n(self) -> int:
         return self.counts.n
+
+    @property
+    def span_days(self) -> float | None:
+        """Days between the cohort's earliest and latest event time (None when empty)."""
+        if self.first_us is None or self.latest_us is None or not self.n:
+            return None
+        return (self.latest_us - self.first_us) / 86_400e6
 
     def release_point(self) -> dict[str, Any]:
         """What :func:`monitor.stream.publication.cohort_release` records for a cohort:
@@ -77,6 +86,7 @@ class _Cohort:
     mark: int  # every record with seq <= mark has been considered
     latest_us: int | None  # latest event time among them, microseconds
     last_seq: int | None  # largest seq in the cohort
+    first_us: int | None = None  # earliest event time in the cohort
 
     def bound(self, days_us: int) -> int | None:
         return None if self.latest_us is None else self.latest_us - days_us
@@ -140,7 +150,10 @@ class CohortBook:
             finally:
                 cursor.execute("COMMIT")
             self._cohorts[model_id] = st
-            return CohortView(model_id, st.counts.copy(), st.last_seq, entered, left, built)
+            return CohortView(
+                model_id, st.counts.copy(), st.last_seq, entered, left, built,
+                st.first_us, st.latest_us,
+            )  # fmt: skip
 
     def _build(self, c: duckdb.DuckDBPyConnection, model_id: str) -> _Cohort:
         mark, latest = queries.cohort_bounds(c, model_id)
@@ -151,7 +164,9 @@ class CohortBook:
                 c, self.attributes, model_id, upto_seq=mark, from_us=st.bound(self.days_us)
             )
             self._apply(counts, frame, +1)
-            st.last_seq = int(frame["seq"].max()) if frame["seq"].size else None
+            if frame["seq"].size:
+                st.last_seq = int(frame["seq"].max())
+                st.first_us = int(frame["event_us"].min())
         return st
 
     def _advance(self, c: duckdb.DuckDBPyConnection, model_id: str, st: _Cohort) -> tuple[int, int]:
@@ -170,13 +185,15 @@ class CohortBook:
             )  # fmt: skip
             self._apply(st.counts, gone, -1)
             left = int(gone["seq"].size)
-            if left and st.last_seq is not None and int(gone["seq"].max()) == st.last_seq:
-                st.last_seq = queries.cohort_last_seq(c, model_id, st.mark, bound)
+            if left:  # the earliest record left, and maybe the last one: ask what remains
+                st.last_seq, st.first_us = queries.cohort_extent(c, model_id, st.mark, bound)
         keep = new["event_us"] >= bound
         entering = {k: v[keep] for k, v in new.items()}
         self._apply(st.counts, entering, +1)
         if entering["seq"].size:
             st.last_seq = int(entering["seq"].max())
+            first = int(entering["event_us"].min())
+            st.first_us = first if st.first_us is None else min(st.first_us, first)
         st.mark = int(new["seq"].max())
         st.latest_us = latest
         return int(entering["seq"].size), left

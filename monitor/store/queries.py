@@ -142,17 +142,18 @@ def cohort_slice(
     return {k: np.asarray(v) for k, v in got.items()}
 
 
-def cohort_last_seq(
+def cohort_extent(
     c: duckdb.DuckDBPyConnection, model_id: str, upto_seq: int, from_us: int
-) -> int | None:
-    """The last sequence number among a model's records up to ``upto_seq`` with event time
-    at or after ``from_us``: a cohort's release point after its last record left."""
-    (seq,) = c.execute(
-        f"SELECT max(seq) FROM discharges WHERE model_id = ? AND seq <= ? "
-        f"AND event_time >= {_AT_US}",
+) -> tuple[int | None, int | None]:
+    """(last sequence number, earliest event time in microseconds) of a model's records up to
+    ``upto_seq`` with event time at or after ``from_us``: what is left of a cohort after its
+    oldest records left it; (None, None) when nothing is."""
+    seq, first = c.execute(
+        f"SELECT max(seq), epoch_us(min(event_time)) FROM discharges WHERE model_id = ? "
+        f"AND seq <= ? AND event_time >= {_AT_US}",
         [model_id, int(upto_seq), int(from_us)],
     ).fetchone()
-    return None if seq is None else int(seq)
+    return (None if seq is None else int(seq)), (None if first is None else int(first))
 
 
 def monthly_records(

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -93,6 +94,9 @@ def assert_same_as_reread(store: Store, view, model: str = "m1") -> pd.DataFrame
             a.name: (len(a.codes), group_index(frame[a.name].to_numpy(), a)) for a in CFG.attributes
         }
         assert view.release_point() == cohort_release(None, frame["seq"].to_numpy(), groups)[1]
+        times = pd.to_datetime(frame["event_time"], utc=True)
+        span = (times.max() - times.min()).total_seconds() / 86_400
+        assert view.span_days == pytest.approx(span, rel=1e-12, abs=1e-12)
     return frame
 
 
