@@ -12,6 +12,9 @@ cohort into (hospital, group, label, decision, score bin) count arrays; a fold's
 table is the sum of its hospitals' arrays and every fold of every metric is one
 vectorised call of the shared metric functions. Nothing per record is copied
 per fold, so 1,000,000 records x 20 folds x 28 cells costs a few bincounts.
+The per-hospital arrays are :class:`~batch_axes.cohort_counts.CohortCounts`, which the
+service keeps up to date between runs (:func:`axis3_from_counts`: no record is read);
+their score sums are exact integers, so both ways give the same fold values to the bit.
 
 Hospital ids may identify a site, so no result here carries them: folds are
 described by their record counts only.
@@ -35,8 +38,8 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold
 
+from batch_axes.cohort_counts import NO_HOSPITAL, CohortCounts, group_kfold_from_sizes
 from monitor.config import MIN_GROUP_SUPPORT, AttributeConfig, MetricRule
-from monitor.core.counts import score_bins
 from monitor.core.metrics import METRICS, Tallies, passes
 from monitor.core.numbers import as_float, float_or_none
 from monitor.core.privacy import (
@@ -343,12 +346,11 @@ def fold_sums(per_hospital: np.ndarray, fold_of_hospital: np.ndarray, n_folds: i
     return out
 
 
-def fold_tallies(counts: np.ndarray, score_sum: np.ndarray) -> Tallies:
-    """Tallies with a leading fold axis from fold count arrays (F, G, 2, 2, B)."""
+def fold_tallies(counts: np.ndarray, bin_score: np.ndarray) -> Tallies:
+    """Tallies with a leading fold axis from fold counts (F, G, 2, 2, B) and score sums
+    per (F, G, B) (the calibration metric reads a score sum per group and bin only)."""
     c = counts.astype(np.float64)
-    return Tallies.from_confusion(
-        c.sum(axis=-1), bin_n=c.sum(axis=3), bin_score=score_sum.sum(axis=(2, 3))
-    )
+    return Tallies.from_confusion(c.sum(axis=-1), bin_n=c.sum(axis=3), bin_score=bin_score)
 
 
 def _check_records(
@@ -561,18 +563,18 @@ class Axis3Result:
 # ----------------------------------------------------------------------------- axis 3
 def fold_verdicts(
     counts: np.ndarray,
-    score_sum: np.ndarray,
+    bin_score: np.ndarray,
     rules: Sequence[MetricRule],
     min_group_support: int,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
     """Point values and verdicts of every metric on every fold of one attribute.
 
-    ``counts``/``score_sum`` are fold arrays (F, G, 2, 2, B). Returns
+    ``counts`` are fold arrays (F, G, 2, 2, B), ``bin_score`` (F, G, B). Returns
     (values per metric (F,), verdicts per metric (F,) bool, support (F, G)).
     Groups under ``min_group_support`` records in a fold are left out of that
     fold; an undefined value (NaN) is no verdict: the fold does not vote on it.
     """
-    tallies = fold_tallies(counts, score_sum)
+    tallies = fold_tallies(counts, bin_score)
     support = tallies.group_size >= min_group_support
     values = {r.name: METRICS[r.name](tallies, support, min_group_support) for r in rules}
     verdicts = {r.name: passes(values[r.name], r.threshold, r.direction) for r in rules}
@@ -599,6 +601,96 @@ def _not_applicable(
     )
 
 
+def _record_fold_tables(
+    label: np.ndarray,
+    decision: np.ndarray,
+    score: np.ndarray,
+    groups: Mapping[str, np.ndarray],
+    attributes: Sequence[AttributeConfig],
+    bins: int,
+    folds: HospitalFolds,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each attribute's fold tables from records: their per-hospital counts (slot = hospital
+    rank + 1, slot 0 the records without a hospital id), summed per fold."""
+    y = np.asarray(label, dtype=np.int64)
+    d = np.asarray(decision, dtype=np.int64)
+    s = np.asarray(score, dtype=np.float64)
+    g_all = {a.name: (np.asarray(groups[a.name], dtype=np.int64), len(a.codes)) for a in attributes}
+    _check_records(y, d, s, g_all, folds.hospital_of_record.size)
+    counts = CohortCounts(attributes, bins, with_tables=False)
+    counts.add_slots(folds.hospital_of_record + 1, {k: g for k, (g, _) in g_all.items()}, y, d, s)
+    fold_of_slot = np.concatenate([[-1], folds.fold_of_hospital]).astype(np.int64)
+    return {a.name: counts.fold_tables(a.name, fold_of_slot, folds.n_folds) for a in attributes}
+
+
+def hospital_folds_from_counts(
+    counts: CohortCounts, n_folds: int
+) -> tuple[HospitalFolds, np.ndarray]:
+    """The fold assignment of a cohort kept as counts, and the slot of each hospital rank.
+
+    The same decisions as :func:`hospital_folds` on the cohort's records (tested): the
+    hospitals in sorted id order with their record counts, GroupKFold's greedy rule
+    (:func:`group_kfold_from_sizes`), the same notes and reasons. No per-record arrays.
+    """
+    if n_folds < 2:
+        raise ValueError("Axis 3 needs at least two folds")
+    slots, per_hospital = counts.hospitals()
+    n_missing = int(counts.slot_n[NO_HOSPITAL])
+    n_valid = int(per_hospital.sum())
+    H = int(slots.size)
+    none = np.zeros(0, np.int64)
+    head: dict[str, Any] = dict(
+        n_folds_requested=n_folds, n_hospitals=H, n_records=n_valid,
+        n_excluded_missing=n_missing, hospital_of_record=none, fold_of_record=none,
+    )  # fmt: skip
+    reason = ""
+    if n_valid == 0:
+        reason = "no records" if n_missing == 0 else "no record has a hospital_id"
+    elif H < 2:
+        reason = "only one hospital: cross-hospital agreement needs at least two"
+    if reason:
+        folds = HospitalFolds(
+            applicable=False, reason=reason, note=folds_note(n_missing, H, n_folds, 0), n_folds=0,
+            fold_of_hospital=np.full(H, -1, np.int64), fold_sizes=(), **head,
+        )  # fmt: skip
+        return folds, slots
+    k = min(n_folds, H)
+    fold_of_hospital = group_kfold_from_sizes(per_hospital, k)
+    fold_sizes = np.bincount(fold_of_hospital, weights=per_hospital, minlength=k)
+    folds = HospitalFolds(
+        applicable=True, reason="", note=folds_note(n_missing, H, n_folds, k), n_folds=k,
+        fold_of_hospital=fold_of_hospital, fold_sizes=tuple(int(x) for x in fold_sizes), **head,
+    )  # fmt: skip
+    return folds, slots
+
+
+def axis3_from_counts(
+    model_id: str,
+    counts: CohortCounts,
+    rules: Sequence[MetricRule],
+    *,
+    min_group_support: int = MIN_GROUP_SUPPORT,
+    n_folds: int = DEFAULT_FOLDS,
+    kappa_cutoff: float = DEFAULT_KAPPA_CUTOFF,
+) -> Axis3Result:
+    """:func:`axis3` of a cohort kept as per-hospital count tables: O(hospitals x strata),
+    and the same result as :func:`axis3` on the cohort's records (tested)."""
+    folds, slots = hospital_folds_from_counts(counts, n_folds)
+    tables = None
+    if folds.applicable:
+        fold_of_slot = np.full(counts.slot_n.size, -1, np.int64)
+        fold_of_slot[slots] = folds.fold_of_hospital
+        tables = {
+            a.name: counts.fold_tables(a.name, fold_of_slot, folds.n_folds)
+            for a in counts.attributes
+        }
+    return axis3(
+        model_id, None, None, None, None, {}, counts.attributes, rules,
+        min_group_support=min_group_support, bins=counts.bins, n_folds=n_folds,
+        kappa_cutoff=kappa_cutoff, folds=folds, fold_tables=tables,
+    )  # fmt: skip
+
+
 def axis3(
     model_id: str,
     hospital_ids: np.ndarray | pd.Series | Sequence[Any] | None,
@@ -614,13 +706,18 @@ def axis3(
     n_folds: int = DEFAULT_FOLDS,
     kappa_cutoff: float = DEFAULT_KAPPA_CUTOFF,
     folds: HospitalFolds | None = None,
+    fold_tables: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> Axis3Result:
     """Cross-hospital verdict agreement of every (metric, attribute) cell of one model.
 
     ``groups`` maps attribute name -> group index per record (positions in the
     attribute's configured codes). ``folds`` may be passed to reuse one fold
     assignment for several models scored on the same records; otherwise it is
-    computed from ``hospital_ids`` (which may then be None).
+    computed from ``hospital_ids`` (which may then be None). ``fold_tables`` (with
+    ``folds``): each attribute's fold (counts, score sums) already summed from kept
+    per-hospital tables (:func:`axis3_from_counts`); the records are then not read.
+    Both ways the fold tables come from :meth:`CohortCounts.fold_tables`, so the
+    verdicts of a cohort are the same numbers whichever way it arrived.
 
     For each metric, the verdict matrix (attributes x folds) is rated with
     Fleiss' kappa (items = attributes, raters = folds); the metric's kappa is
@@ -638,18 +735,8 @@ def axis3(
         return _not_applicable(model_id, folds, kappa_cutoff, min_group_support, bins)
     if not attributes or not rules:
         raise ValueError("Axis 3 needs at least one attribute and one metric")
-    y = np.asarray(label, dtype=np.int64)
-    d = np.asarray(decision, dtype=np.int64)
-    s = np.asarray(score, dtype=np.float64)
-    g_all = {a.name: (np.asarray(groups[a.name], dtype=np.int64), len(a.codes)) for a in attributes}
-    _check_records(y, d, s, g_all, folds.hospital_of_record.size)
-
-    hosp = folds.hospital_of_record
-    keep = hosp >= 0
-    if not keep.all():  # drop records without a hospital id once, for every attribute
-        hosp, y, d, s = hosp[keep], y[keep], d[keep], s[keep]
-        g_all = {name: (g[keep], k) for name, (g, k) in g_all.items()}
-    ldb = label_decision_bin(y, d, score_bins(s, bins), bins)
+    if fold_tables is None:
+        fold_tables = _record_fold_tables(label, decision, score, groups, attributes, bins, folds)
 
     F = folds.n_folds
     A = len(attributes)
@@ -657,10 +744,7 @@ def axis3(
     value = {r.name: np.zeros((A, F)) for r in rules}
     left_out: list[tuple[tuple[str, int], ...]] = []
     for i, a in enumerate(attributes):
-        g, G = g_all[a.name]
-        counts, score_sum = hospital_count_arrays(hosp, g, ldb, s, folds.n_hospitals, G, bins)
-        f_counts = fold_sums(counts, folds.fold_of_hospital, F)
-        f_scores = fold_sums(score_sum, folds.fold_of_hospital, F)
+        f_counts, f_scores = fold_tables[a.name]
         vals, verds, support = fold_verdicts(f_counts, f_scores, rules, min_group_support)
         for r in rules:
             value[r.name][i] = vals[r.name]

@@ -14,7 +14,8 @@ import pandas as pd
 
 from batch_axes.audit_cell import AuditCell
 from batch_axes.axis2 import Axis2Cell, axis2
-from batch_axes.axis3 import Axis3Result, axis3, hospital_folds
+from batch_axes.axis3 import Axis3Result, axis3, axis3_from_counts, hospital_folds
+from batch_axes.cohort_counts import CohortCounts
 from batch_axes.equilense import (
     AttributeMPPD,
     EquiLenseResult,
@@ -66,6 +67,15 @@ def run_axis3(model_id: str, records: pd.DataFrame, config: MonitorConfig) -> Ax
         kappa_cutoff=config.axis3.kappa_cutoff,
         folds=folds,
     )
+
+
+def run_axis3_counts(model_id: str, counts: CohortCounts, config: MonitorConfig) -> Axis3Result:
+    """Axis 3 of one model's cohort kept as per-hospital count tables: the same result as
+    :func:`run_axis3` on the cohort's records."""
+    return axis3_from_counts(
+        model_id, counts, config.metrics, min_group_support=config.axis1.min_group_support,
+        n_folds=config.axis3.folds, kappa_cutoff=config.axis3.kappa_cutoff,
+    )  # fmt: skip
 
 
 def combine_cell(

@@ -25,10 +25,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from monitor.bench.axis1 import run_axis1_bench, run_axis1_sweep
 
         if args.sweep:
-            out = run_axis1_sweep(models=args.models, K=cfg.axis1.K, N=cfg.axis1.N, config=cfg)
+            out = run_axis1_sweep(
+                models=args.models or 12, K=cfg.axis1.K, N=cfg.axis1.N, config=cfg
+            )
         else:
             out = run_axis1_bench(
-                models=args.models,
+                models=args.models or 12,
                 window=args.window,
                 K=cfg.axis1.K,
                 N=cfg.axis1.N,
@@ -46,7 +48,17 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     elif args.what == "axes":
         from monitor.bench.axes import run_axes_bench
 
-        out = run_axes_bench(records=args.records or 1_000_000, repeats=args.repeats, config=cfg)
+        if args.from_store:
+            from monitor.bench.axes import run_axes_store_bench
+
+            out = run_axes_store_bench(
+                records_per_model=args.records_per_model, models=args.models or 4,
+                repeats=min(args.repeats, 3), config=cfg,
+            )  # fmt: skip
+        else:
+            out = run_axes_bench(
+                records=args.records or 1_000_000, repeats=args.repeats, config=cfg
+            )
     elif args.what == "alerts":
         import tempfile
         from pathlib import Path
@@ -474,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--config", default=None, help="TOML config (defaults: docs/method.md section 9)"
     )
-    b.add_argument("--models", type=SIZE, default=12)
+    b.add_argument("--models", type=SIZE, default=None, help="axis1: 12; axes --from-store: 4")
     b.add_argument("--window", type=SIZE, default=10_000)
     b.add_argument("--repeats", type=SIZE, default=5)
     b.add_argument("--oracle-models", type=COUNT, default=1, help="models the oracle runs on")
@@ -483,6 +495,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--records", type=SIZE, default=None,
         help="axes: cohort size (1,000,000); alerts: demo discharges (100,000)",
     )  # fmt: skip
+    b.add_argument(
+        "--from-store", action="store_true",
+        help="axes: the jobs on a real DuckDB file, re-read vs incremental count tables",
+    )  # fmt: skip
+    b.add_argument(
+        "--records-per-model", type=SIZE, default=1_000_000, help="axes --from-store: cohort"
+    )
     b.add_argument("--n", type=SIZE, default=20_000, help="mppd: records for fast vs oracle")
     b.add_argument("--n-large", type=SIZE, default=50_000, help="mppd: records, fast only")
     b.add_argument("--events", type=SIZE, default=1_000_000, help="ingest: events")

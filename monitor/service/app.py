@@ -25,7 +25,7 @@ import pandas as pd
 
 from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import EquiLenseResult
-from batch_axes.runner import run_axis2, run_axis3, run_equilense
+from batch_axes.runner import run_axis2, run_axis3_counts, run_equilense
 from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.core.drift import DriftBook, ModelHealth
@@ -39,6 +39,7 @@ from monitor.core.privacy import (
 from monitor.core.results import CellEvaluation
 from monitor.core.tables import group_index, tables_from_frame
 from monitor.service.api import ApiServer, serve_configured
+from monitor.service.cohort_book import CohortBook, CohortView
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
 from monitor.service.outbox_relay import OutboxRelay
 from monitor.service.page_renderer import PageRenderer
@@ -131,6 +132,8 @@ class MonitorService:
             clock=clock,
         )
         self._start_scheduler = start_scheduler
+        #: each owned model's audit cohort as count tables, for Axis 2 and Axis 3
+        self.cohorts = CohortBook(config)
         #: the report at ``/``: drawn on a thread of its own, one drawing at a time
         self.page = PageRenderer(
             lambda: stored_report(self.store, self.config, _NO_REPORT_YET),
@@ -351,13 +354,47 @@ class MonitorService:
         finally:
             cursor.close()
 
+    def _for_each_cohort(
+        self, axis: str, compute: Callable[[str, CohortView], AxisResult]
+    ) -> None:
+        """Axis 2 and 3: each owned model's cohort from the count tables the book keeps up
+        to date (:mod:`monitor.service.cohort_book`), not read again from the file. Both
+        publish at every run (N*, kappa, verdict counts; fold sizes rounded), so only the
+        cohort's release point is recorded."""
+        owned = self.pipeline.owned_models()
+        self.cohorts.keep_only(owned)  # a rebalance moved the others away: free them
+        cursor = self.store.cursor()
+        try:
+            for model_id in owned:
+                view = self.pipeline.model_view(model_id)
+                if view is None:  # revoked meanwhile
+                    continue
+                position = view.arrivals
+                cohort = self.cohorts.update(cursor, model_id)
+                if not cohort.n:
+                    continue
+                result = compute(model_id, cohort)
+                self.pipeline.set_axis_result(model_id, result)  # type: ignore[arg-type]
+                at = pd.Timestamp(self.clock(), unit="s", tz="UTC")
+                self.store.write_axis_results(
+                    axis, model_id, cohort.n, axis_payload(result), at, cursor=cursor,
+                    position=position,
+                )  # fmt: skip
+                point = cohort.release_point()
+                self.store.write_axis_release(axis, model_id, point, cursor)
+                self._axis_releases[(axis, model_id)] = point
+        finally:
+            cursor.close()
+
     def job_axis2(self) -> None:
-        self._for_each_model(
-            "axis2", lambda m, f: tuple(run_axis2(tables_from_frame(f, self.config), self.config))
-        )
+        self._for_each_cohort(
+            "axis2",
+            lambda m, c: tuple(run_axis2({(m, k): t for k, t in c.counts.tables.items()},
+                                         self.config)),
+        )  # fmt: skip
 
     def job_axis3(self) -> None:
-        self._for_each_model("axis3", lambda m, f: run_axis3(m, f, self.config))
+        self._for_each_cohort("axis3", lambda m, c: run_axis3_counts(m, c.counts, self.config))
 
     def job_equilense(self) -> None:
         names = tuple(self.config.equilense.features)
@@ -381,9 +418,11 @@ class MonitorService:
         """Delete discharges and results past their retention (by wall-clock time)."""
         svc = self.config.service
         now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
-        return self.store.apply_retention(
-            now, svc.retention_discharge_days, svc.retention_result_days
-        )
+        deleted_before = now - pd.Timedelta(days=svc.retention_discharge_days)
+        with self.cohorts.retention(deleted_before.value // 1000):  # microseconds
+            return self.store.apply_retention(
+                now, svc.retention_discharge_days, svc.retention_result_days
+            )
 
     def _job_outcome(self, o: JobOutcome) -> None:
         self.exporter.record_job(o.job, o.state, o.duration_s, o.started_at)

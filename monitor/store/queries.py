@@ -81,6 +81,81 @@ def window_records(
     return c.execute(sql + " ORDER BY seq", params).df().drop(columns="model_pos")
 
 
+def _sql_text(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _cohort_columns(attributes: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """The cohort columns, each attribute as its group index: the position of the record's
+    code in the attribute's configured codes, -1 when it is none of them (DuckDB maps the
+    codes column-wise; the caller rejects -1 as the re-read path rejects an unknown code)."""
+    cols = ", ".join(
+        f"coalesce(list_position([{', '.join(_sql_text(c) for c in codes)}], "
+        f'json_extract_string(attributes, {_sql_text("$." + name)})), 0) - 1 AS "{i}"'
+        for i, (name, codes) in enumerate(attributes)
+    )
+    return f"seq, epoch_us(event_time) AS event_us, score, label, decision, hospital_id, {cols}"
+
+
+#: A microsecond count as a TIMESTAMPTZ constant (folded, so DuckDB can skip row groups).
+_AT_US = "(to_timestamp(0) + to_microseconds(CAST(? AS BIGINT)))"
+
+
+def cohort_bounds(c: duckdb.DuckDBPyConnection, model_id: str) -> tuple[int, int | None]:
+    """(last sequence number, latest event time in microseconds) of a model's stored records;
+    (0, None) for a model without records."""
+    seq, us = c.execute(
+        "SELECT coalesce(max(seq), 0), epoch_us(max(event_time)) FROM discharges "
+        "WHERE model_id = ?",
+        [model_id],
+    ).fetchone()
+    return int(seq), None if us is None else int(us)
+
+
+def cohort_slice(
+    c: duckdb.DuckDBPyConnection,
+    attributes: Sequence[tuple[str, Sequence[str]]],
+    model_id: str,
+    *,
+    after_seq: int = 0,
+    upto_seq: int | None = None,
+    from_us: int | None = None,
+    before_us: int | None = None,
+) -> dict[str, np.ndarray]:
+    """A model's records with ``after_seq < seq <= upto_seq`` and event time in
+    ``[from_us, before_us)`` (microseconds; None: unbounded), in no order: what entered or
+    left an audit cohort kept as counts (monitor.service.cohort_book). Columns (numpy
+    arrays; strings as objects, no pandas conversion): seq, event_us, score, label,
+    decision, hospital_id and, per (name, codes) of ``attributes``, its group index
+    under the attribute's position ("0", "1", ...)."""
+    sql = f"SELECT {_cohort_columns(attributes)} FROM discharges WHERE model_id = ? AND seq > ?"
+    params: list[Any] = [model_id, int(after_seq)]
+    for cond, value in (
+        (" AND seq <= ?", upto_seq),
+        (f" AND event_time >= {_AT_US}", from_us),
+        (f" AND event_time < {_AT_US}", before_us),
+    ):
+        if value is not None:
+            sql += cond
+            params.append(int(value))
+    got = c.execute(sql, params).fetchnumpy()  # any order: they are counted
+    return {k: np.asarray(v) for k, v in got.items()}
+
+
+def cohort_extent(
+    c: duckdb.DuckDBPyConnection, model_id: str, upto_seq: int, from_us: int
+) -> tuple[int | None, int | None]:
+    """(last sequence number, earliest event time in microseconds) of a model's records up to
+    ``upto_seq`` with event time at or after ``from_us``: what is left of a cohort after its
+    oldest records left it; (None, None) when nothing is."""
+    seq, first = c.execute(
+        f"SELECT max(seq), epoch_us(min(event_time)) FROM discharges WHERE model_id = ? "
+        f"AND seq <= ? AND event_time >= {_AT_US}",
+        [model_id, int(upto_seq), int(from_us)],
+    ).fetchone()
+    return (None if seq is None else int(seq)), (None if first is None else int(first))
+
+
 def monthly_records(
     c: duckdb.DuckDBPyConnection, model_id: str, since: datetime | None = None
 ) -> list[tuple[str, int]]:

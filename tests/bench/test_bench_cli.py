@@ -103,3 +103,19 @@ def test_the_benches_find_the_broker_script_and_rule_files() -> None:
 
     assert ingest.KAFKA_SH.is_file(), ingest.KAFKA_SH
     assert all(p.is_file() for p in (*alerts.RULE_FILES, alerts.ALERTMANAGER))
+
+
+def test_bench_axes_from_store_times_both_paths_on_a_real_file(capsys) -> None:
+    """Re-read and incremental jobs on one DuckDB file, checked to agree; a run after a day
+    of records moves about two days of records (one in, one out), a run without new records
+    none; memory per model reported."""
+    out = _run(
+        capsys, "axes", "--from-store", "--records-per-model", "9000", "--models", "2",
+        "--repeats", "1",
+    )  # fmt: skip
+    assert out["same_results"] is True and out["models"] == 2
+    assert out["reread_s"] > 0 and out["incremental_day_s"] > 0 and out["incremental_noop_s"] > 0
+    per_day = 9000 / out["cohort_days"]
+    assert 0 < out["records_moved_per_day_run"] <= 2 * 2 * per_day * 1.5
+    assert set(out["noop_update_one_model_s"]) == {"9000", "1125"}
+    assert all(b > 0 for b in out["memory_bytes_per_model"].values())
