@@ -30,6 +30,12 @@ def cell_result_from_dict(d: dict[str, Any]) -> CellResult:
             v = as_float(v)
         elif f.name.startswith("groups_left_out"):
             v = tuple(v or ())
+        elif f.name == "extreme_shares":
+            v = tuple((str(g), float(lo), float(hi)) for g, lo, hi in (v or ()))
+        elif f.name.endswith("_withheld"):
+            v = bool(v)
+        elif f.name == "verdict_basis":
+            v = v or "raw"
         kw[f.name] = v
     return CellResult(**kw)
 
