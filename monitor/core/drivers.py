@@ -475,11 +475,16 @@ def _who(row: Mapping[str, Any], side: str) -> tuple[str, str, float | None, flo
     return f"{g} patients", g, _num(row.get(f"{side}_rate")), _num(row.get(f"{side}_share"))
 
 
+def _verb(subject: str, plural: str, singular: str) -> str:
+    return singular if subject == "a small group" else plural
+
+
 def driver_sentence(row: Mapping[str, Any]) -> str | None:
     """The sentence on what drives a cell's disparity, from its (published) row: e.g. "DI
     by race fails because Native American patients are selected at 0.31 against 0.52 for
     White patients; in 71 % of resamples Native American is the lowest group." None when
-    the row carries no drivers (a passing stable cell, an undefined or withheld one)."""
+    the row carries no drivers (a passing stable cell, an undefined or withheld one).
+    A withheld group reads "a small group" and shows no figure."""
     rate = row.get("driver_rate")
     if not isinstance(rate, str) or rate not in RATE_WORDS:
         return None
@@ -491,23 +496,26 @@ def driver_sentence(row: Mapping[str, Any]) -> str | None:
     word = RATE_WORDS[rate]
     if metric in MAX_ONLY:
         fig = f" ({hi_rate:.2f})" if hi_rate is not None else ""
-        s = f"{lead} {hi_who} have the largest {word}{fig}"
+        s = f"{lead} {hi_who} {_verb(hi_who, 'have', 'has')} the largest {word}{fig}"
         if hi_share is not None:
             s += f"; in {_pct(hi_share)} of resamples {hi_name} is the highest group"
         return s + "."
+    hi_fig = f"{hi_rate:.2f} for " if hi_rate is not None else ""
     if rate == "SR":
         lo_fig = f" at {lo_rate:.2f}" if lo_rate is not None else ""
-        hi_fig = f"{hi_rate:.2f} for " if hi_rate is not None else ""
-        s = f"{lead} {lo_who} are selected{lo_fig} against {hi_fig}{hi_who}"
+        verb = _verb(lo_who, "are", "is")
+        s = f"{lead} {lo_who} {verb} selected{lo_fig} against {hi_fig}{hi_who}"
     else:
         lo_fig = f" of {lo_rate:.2f}" if lo_rate is not None else ""
-        hi_fig = f"{hi_rate:.2f} for " if hi_rate is not None else ""
-        s = f"{lead} {lo_who} have a {word}{lo_fig} against {hi_fig}{hi_who}"
-    clauses = []
-    if lo_share is not None:
-        clauses.append(f"in {_pct(lo_share)} of resamples {lo_name} is the lowest group")
-    if hi_share is not None:
-        clauses.append(f"in {_pct(hi_share)} {hi_name} is the highest")
-    if clauses:
-        s += "; " + " and ".join(clauses)
+        verb = _verb(lo_who, "have", "has")
+        s = f"{lead} {lo_who} {verb} a {word}{lo_fig} against {hi_fig}{hi_who}"
+    if lo_share is not None and hi_share is not None:
+        s += (
+            f"; in {_pct(lo_share)} of resamples {lo_name} is the lowest group and in "
+            f"{_pct(hi_share)} {hi_name} is the highest"
+        )
+    elif lo_share is not None:
+        s += f"; in {_pct(lo_share)} of resamples {lo_name} is the lowest group"
+    elif hi_share is not None:
+        s += f"; in {_pct(hi_share)} of resamples {hi_name} is the highest group"
     return s + "."
