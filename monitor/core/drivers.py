@@ -519,3 +519,10 @@ def driver_sentence(row: Mapping[str, Any]) -> str | None:
     elif hi_share is not None:
         s += f"; in {_pct(hi_share)} of resamples {hi_name} is the highest group"
     return s + "."
+
+
+def with_driver(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A published cell row with its ``driver`` sentence (None: nothing drives it, or
+    the row is withheld). Worded from the row's own published fields, so it shows
+    nothing the row does not."""
+    return {**row, "driver": driver_sentence(row)}

@@ -49,6 +49,7 @@ from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.config.errors import UserError
 from monitor.core.events import CellEvent
+from monitor.core.drivers import driver_sentence
 from monitor.core.privacy import (
     SMALL_CELL,
     SMALL_CELL_LABEL,
@@ -145,6 +146,13 @@ class CellPoint:
     n_pass: int | None = None
     K: int | None = None
     suppressed: bool = False  # window_n < SMALL_CELL: no figure (nor tier) may be shown
+    #: what drives the disparity of a failing or flipping cell, one sentence
+    #: (monitor.core.drivers.driver_sentence; privacy rules applied there); None: none
+    driver: str | None = None
+    #: the pooled estimate beside the raw one (monitor.core.pooling), when configured
+    pooled_value: float | None = None
+    pooled_vfr: float | None = None
+    pooled_dominant_verdict: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -372,6 +380,10 @@ def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPo
         n_pass=None if small else _int(r.get("n_pass")),
         K=_int(r.get("K")),
         suppressed=small,
+        driver=None if small else driver_sentence(r),
+        pooled_value=shown(r.get("pooled_value")),
+        pooled_vfr=shown(r.get("pooled_vfr")),
+        pooled_dominant_verdict=None if small else r.get("pooled_dominant_verdict"),
     )
 
 
@@ -995,6 +1007,10 @@ def _withheld(p: CellPoint) -> CellPoint:
         pending_axes=(),
         partial=False,
         suppressed=True,
+        driver=None,
+        pooled_value=None,
+        pooled_vfr=None,
+        pooled_dominant_verdict=None,
     )
 
 

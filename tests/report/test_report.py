@@ -382,3 +382,22 @@ def test_audit_dir_renders_the_same_page_with_what_it_has(tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", "--audit-dir", str(tmp_path / "none"), "--out", str(out)]) == 2
     assert "no cells.json" in capsys.readouterr().err
+
+
+def test_failing_cells_say_on_the_page_what_drives_them(db, page):
+    """The page shows, in a failing or flipping cell's sentence, the driver sentence
+    worded from the cell's stored (released) result; a withheld model shows none."""
+    from monitor.core.drivers import driver_sentence
+
+    latest = _latest(db[0])
+    shown = 0
+    for (model, _, _), row in latest.items():
+        sentence = driver_sentence(row)
+        if model == "model-tiny":
+            assert row["window_n"] < SMALL_CELL
+            continue
+        if sentence is not None:
+            assert str(escape(sentence)) in _section(page, model), sentence
+            shown += 1
+    assert shown >= 1
+    assert " fails because " not in _section(page, "model-tiny")
