@@ -42,8 +42,14 @@ import numpy as np
 from monitor.config import MIN_GROUP_SUPPORT, MetricRule, MonitorConfig
 from monitor.core import sampling
 from monitor.core.counts import CountTable
-from monitor.core.drivers import Drivers, needs_drivers, stack_drivers
-from monitor.core.pooling import POOLABLE, PoolingSpec, parents_from_names, pooled_metric
+from monitor.core.drivers import MAX_ONLY, Drivers, needs_drivers, stack_drivers, subgroup_extremes
+from monitor.core.pooling import (
+    GROUP_SEPARATOR,
+    POOLABLE,
+    PoolingSpec,
+    parents_from_names,
+    pooled_metric,
+)
 from monitor.core.metrics import (
     METRICS,
     NEEDS_BINS,
@@ -96,6 +102,9 @@ class CellResult:
     high_withheld: bool = False
     #: (group, share of resamples lowest, share highest) of every shown group
     extreme_shares: tuple[tuple[str, float, float], ...] = ()
+    #: the shown combined groups within low_group, (name, rate), from the tables of the
+    #: intersections that contain this attribute in the same grid (none: no such table)
+    low_subgroups: tuple[tuple[str, float], ...] = ()
     # Pooled estimates (monitor.core.pooling), for pooled attributes and metrics only.
     pooled_value: float = math.nan
     pooled_point_verdict: str | None = None
@@ -124,6 +133,7 @@ class CellResult:
         d["groups_left_out"] = list(self.groups_left_out)
         d["groups_left_out_point"] = list(self.groups_left_out_point)
         d["extreme_shares"] = [list(x) for x in self.extreme_shares]
+        d["low_subgroups"] = [list(x) for x in self.low_subgroups]
         return d
 
 
@@ -500,7 +510,53 @@ def evaluate_axis1(
     order = sorted(
         results, key=lambda k: (prepared[k[0]].model_id, [r.name for r in rules].index(k[1]), k[0])
     )
-    return [results[k] for k in order]
+    return with_subgroups([results[k] for k in order], tables, min_group_support)
+
+
+def with_subgroups(
+    cells: list[CellResult],
+    tables: Mapping[tuple[str, str], CountTable],
+    min_group_support: int,
+) -> list[CellResult]:
+    """Cells whose lowest group is shown, with the combined groups within it (their
+    driver rates, monitor.core.drivers.subgroup_extremes) from every intersection table
+    of the same model whose names have the cell's groups in one position ("N x F" for
+    group "N"). Only cells with drivers are looked at; without intersections, none."""
+    combos = {
+        key: parents
+        for key, t in tables.items()
+        if (parents := parents_from_names(t.groups)) is not None
+    }
+    if not combos:
+        return cells
+    out = []
+    for c in cells:
+        subs: list[tuple[str, float]] = []
+        if c.low_group is not None and c.driver_rate is not None and c.metric not in MAX_ONLY:
+            own = set(tables[(c.model_id, c.attribute)].groups)
+            for (model, attr), parents in combos.items():
+                if model != c.model_id or attr == c.attribute:
+                    continue
+                subs.extend(_subgroups_of(c, tables[(model, attr)], parents, own,
+                                          min_group_support))  # fmt: skip
+        out.append(replace(c, low_subgroups=tuple(subs)) if subs else c)
+    return out
+
+
+def _subgroups_of(
+    c: CellResult, table: CountTable, parents: np.ndarray, own: set[str], ms: int
+) -> list[tuple[str, float]]:
+    parts = [g.split(GROUP_SEPARATOR) for g in table.groups]
+    for a in range(parents.shape[0]):
+        names = {p[a] for p in parts}
+        if not names <= own or c.low_group not in names:
+            continue
+        parent_of = [0 if p[a] == c.low_group else 1 for p in parts]
+        subs, _, _ = subgroup_extremes(
+            str(c.driver_rate), table.groups, tallies_from_table(table), parent_of, 0, ms
+        )
+        return [(s.group, s.rate) for s in subs if not math.isnan(s.rate)]
+    return []
 
 
 def _evaluate_stacks(

@@ -518,6 +518,9 @@ def driver_sentence(row: Mapping[str, Any]) -> str | None:
         s += f"; in {_pct(lo_share)} of resamples {lo_name} is the lowest group"
     elif hi_share is not None:
         s += f"; in {_pct(hi_share)} of resamples {hi_name} is the highest group"
+    subs = row.get("low_subgroups")
+    if lo_rate is not None and isinstance(subs, list | tuple) and subs:
+        s += f"; within {lo_name}: " + ", ".join(f"{g} {r:.2f}" for g, r in subs)
     return s + "."
 
 

@@ -32,6 +32,8 @@ def cell_result_from_dict(d: dict[str, Any]) -> CellResult:
             v = tuple(v or ())
         elif f.name == "extreme_shares":
             v = tuple((str(g), float(lo), float(hi)) for g, lo, hi in (v or ()))
+        elif f.name == "low_subgroups":
+            v = tuple((str(g), float(r)) for g, r in (v or ()))
         elif f.name.endswith("_withheld"):
             v = bool(v)
         elif f.name == "verdict_basis":

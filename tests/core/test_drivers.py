@@ -178,3 +178,26 @@ def test_subgroups_within_an_extreme_group():
     subs_a, lo_a, hi_a = subgroup_extremes("SR", names, point(5), parent_of, 2, 20)
     assert subs_a[0].withheld and not subs_a[0].entered
     assert (lo_a, hi_a) == ("A x M", "A x M")
+
+
+def test_attribute_cell_names_the_combined_groups_within_its_lowest_group():
+    """DI by race fails because of N; the race x sex table of the same grid says which
+    sex groups within N are selected least (N x F at 0.20, N x M at 0.40)."""
+    spec = [("N x F", 200, 0.20), ("N x M", 250, 0.40), ("W x F", 1000, 0.52),
+            ("W x M", 1000, 0.50)]  # fmt: skip
+    comb = window(spec)
+    race = CountTable(["N", "W"])
+    race.counts[0] = comb.counts[0] + comb.counts[1]
+    race.counts[1] = comb.counts[2] + comb.counts[3]
+    di = [r for r in RULES if r.name == "DI"]
+    cells = evaluate_axis1({("m", "race"): race, ("m", "race x sex"): comb}, di, K=100,
+                           N=2450, seed=1)  # fmt: skip
+    by_attr = {c.attribute: c for c in cells}
+    c = by_attr["race"]
+    assert c.low_group == "N" and c.low_subgroups == (("N x F", 0.20), ("N x M", 0.40))
+    assert driver_sentence(c.to_dict()).endswith("; within N: N x F 0.20, N x M 0.40.")
+    assert by_attr["race x sex"].low_subgroups == ()  # a combined cell has no finer groups
+    assert cell_result_from_dict(c.to_dict()) == c
+    # without the intersection's table, nothing to decompose
+    (alone,) = evaluate_axis1({("m", "race"): race}, di, K=100, N=2450, seed=1)
+    assert alone.low_subgroups == ()
