@@ -43,13 +43,6 @@ from monitor.config import MIN_GROUP_SUPPORT, MetricRule, MonitorConfig
 from monitor.core import sampling
 from monitor.core.counts import CountTable
 from monitor.core.drivers import MAX_ONLY, Drivers, needs_drivers, stack_drivers, subgroup_extremes
-from monitor.core.pooling import (
-    GROUP_SEPARATOR,
-    POOLABLE,
-    PoolingSpec,
-    parents_from_names,
-    pooled_metric,
-)
 from monitor.core.metrics import (
     METRICS,
     NEEDS_BINS,
@@ -58,6 +51,13 @@ from monitor.core.metrics import (
     smallest_denominator,
     supported_groups,
     tallies_from_table,
+)
+from monitor.core.pooling import (
+    GROUP_SEPARATOR,
+    POOLABLE,
+    PoolingSpec,
+    parents_from_names,
+    pooled_metric,
 )
 
 

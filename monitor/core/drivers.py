@@ -41,7 +41,6 @@ from monitor.core.metrics import (
     false_positive_rate,
     positive_predictive_value,
     selection_rate,
-    supported_groups,
     true_positive_rate,
 )
 from monitor.core.privacy import SMALL_CELL, rounded_rate, suppressed_groups

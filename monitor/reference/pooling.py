@@ -99,7 +99,12 @@ def pooled_rates_from_records(
 
 
 def _entered(
-    name: str, combined: np.ndarray, label: np.ndarray, decision: np.ndarray, G: int, ms: int,
+    name: str,
+    combined: np.ndarray,
+    label: np.ndarray,
+    decision: np.ndarray,
+    G: int,
+    ms: int,
     included: Sequence[int],
 ) -> list[int]:
     """Groups (of ``included``) whose every rate denominator reaches ``ms``."""
@@ -107,8 +112,10 @@ def _entered(
     out = []
     for g in included:
         in_g = combined == g
-        if all(int((_in_denominator(r, label, decision) & in_g).sum()) >= max(ms, 1)
-               for r in rates[name]):
+        if all(
+            int((_in_denominator(r, label, decision) & in_g).sum()) >= max(ms, 1)
+            for r in rates[name]
+        ):
             out.append(g)
     return out
 

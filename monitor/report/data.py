@@ -48,8 +48,8 @@ from batch_axes.equilense import AttributeMPPD, EquiLenseResult
 from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.config.errors import UserError
-from monitor.core.events import CellEvent
 from monitor.core.drivers import driver_sentence
+from monitor.core.events import CellEvent
 from monitor.core.privacy import (
     SMALL_CELL,
     SMALL_CELL_LABEL,

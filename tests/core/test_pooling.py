@@ -176,9 +176,7 @@ def test_only_combination_attributes_pool_and_only_binomial_metrics():
     tables = {("m", "race"): CountTable(["B", "W"]), **worked_example()}
     spec = pooling_specs(tables, MonitorConfig(pooling=PoolingConfig(enabled=True)))
     assert list(spec) == ["race x sex"]
-    cells = run_axis1(
-        tables, MonitorConfig(pooling=PoolingConfig(enabled=True)), seed=1, threads=1
-    )
+    cells = run_axis1(tables, MonitorConfig(pooling=PoolingConfig(enabled=True)), seed=1, threads=1)
     pooled = {(c.attribute, c.metric) for c in cells if not math.isnan(c.pooled_value)}
     assert pooled == {("race x sex", m) for m in ("DI", "SPD", "EOPP", "EOD", "PP")}
 
