@@ -22,9 +22,8 @@ from monitor.core.drivers import (
     group_rates,
     stack_shares,
     subgroup_extremes,
-    supported_groups,
 )
-from monitor.core.metrics import Tallies
+from monitor.core.metrics import Tallies, supported_groups
 from monitor.core.results import cell_result_from_dict
 
 Z = 5.0
