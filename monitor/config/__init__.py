@@ -163,6 +163,20 @@ class Axis1Config(_Strict):
     threads: int = Field(2, ge=1, le=64)
 
 
+class PoolingConfig(_Strict):
+    """Pooled (empirical-Bayes) estimates of intersection cells, beside the raw ones
+    (monitor.core.pooling; docs/method.md, "Pooled estimates"). Off by default."""
+
+    enabled: bool = False
+    #: attributes to pool; empty: every attribute whose groups are all combinations
+    #: named "a x b" (the intersections)
+    attributes: tuple[str, ...] = ()
+    #: a fixed prior strength in records; None: method of moments in every evaluation
+    prior_strength: float | None = Field(None, gt=0.0)
+    #: which estimate the verdict (VFR, tier, events) rests on; "raw" keeps the method's
+    verdict: Literal["raw", "pooled"] = "raw"
+
+
 class DecisionConfig(_Strict):
     """How a decision is derived when a record carries none: score >= threshold."""
 
@@ -382,6 +396,7 @@ class MonitorConfig(_Strict):
         default_factory=lambda: [MetricRule(name=k, **v) for k, v in DEFAULT_METRIC_RULES.items()]
     )
     axis1: Axis1Config = Field(default_factory=Axis1Config)
+    pooling: PoolingConfig = Field(default_factory=PoolingConfig)
     decision: DecisionConfig = Field(default_factory=DecisionConfig)
     #: the model registry: monitored model ids (see ServiceConfig.unknown_models)
     models: list[ModelEntry] = Field(default_factory=list)

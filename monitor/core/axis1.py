@@ -34,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numba
 import numpy as np
@@ -42,6 +42,7 @@ import numpy as np
 from monitor.config import MIN_GROUP_SUPPORT, MetricRule, MonitorConfig
 from monitor.core import sampling
 from monitor.core.counts import CountTable
+from monitor.core.drivers import MAX_ONLY, Drivers, needs_drivers, stack_drivers, subgroup_extremes
 from monitor.core.metrics import (
     METRICS,
     NEEDS_BINS,
@@ -50,7 +51,15 @@ from monitor.core.metrics import (
     denominator_words,
     passes,
     smallest_denominator,
+    supported_groups,
     tallies_from_table,
+)
+from monitor.core.pooling import (
+    GROUP_SEPARATOR,
+    POOLABLE,
+    PoolingSpec,
+    parents_from_names,
+    pooled_metric,
 )
 
 #: The verdict word of a cell that has none (docs/method.md section 2, revised 2026-12-01).
@@ -108,6 +117,40 @@ class CellResult:
     #: the groups those records are needed in
     records_needed_groups: tuple[str, ...] = ()
 
+    # What drives the disparity (monitor.core.drivers), set only for a defined cell that
+    # fails or flips; privacy rules already applied (None / NaN: withheld or not set).
+    driver_rate: str | None = None  # the per-group rate compared: SR, TPR, FPR, PPV, ...
+    low_group: str | None = None  # the group with the lowest rate in the point estimate
+    high_group: str | None = None
+    low_rate: float = math.nan  # rounded to 2 decimals
+    high_rate: float = math.nan
+    low_share: float = math.nan  # share of the K resamples in which low_group is lowest
+    high_share: float = math.nan
+    low_withheld: bool = False  # the lowest group is withheld: "a small group"
+    high_withheld: bool = False
+    #: (group, share of resamples lowest, share highest) of every shown group
+    extreme_shares: tuple[tuple[str, float, float], ...] = ()
+    #: the shown combined groups within low_group, (name, rate), from the tables of the
+    #: intersections that contain this attribute in the same grid (none: no such table)
+    low_subgroups: tuple[tuple[str, float], ...] = ()
+    # Pooled estimates (monitor.core.pooling), for pooled attributes and metrics only.
+    pooled_value: float = math.nan
+    pooled_point_verdict: str | None = None
+    pooled_n_pass: int | None = None
+    pooled_vfr: float = math.nan
+    pooled_dominant_verdict: str | None = None
+    pooled_ci_low: float = math.nan
+    pooled_ci_high: float = math.nan
+    pooled_strength: float = math.nan  # prior strength (records) of the point estimate
+    #: what the verdict fields above rest on: "raw" (the method) or "pooled" (configured)
+    verdict_basis: str = "raw"
+    # With verdict_basis "pooled", the raw figures the verdict fields would have held.
+    raw_value: float = math.nan
+    raw_point_verdict: str | None = None
+    raw_n_pass: int | None = None
+    raw_vfr: float = math.nan
+    raw_dominant_verdict: str | None = None
+
     def stable(self, tau_vfr: float) -> bool:
         """VFR <= tau; a cell that is not evaluable is not stable (it has no verdict)."""
         return self.evaluable and self.vfr <= tau_vfr
@@ -130,6 +173,9 @@ class CellResult:
         d["groups_left_out"] = list(self.groups_left_out)
         d["groups_left_out_point"] = list(self.groups_left_out_point)
         d["records_needed_groups"] = list(self.records_needed_groups)
+
+        d["extreme_shares"] = [list(x) for x in self.extreme_shares]
+        d["low_subgroups"] = [list(x) for x in self.low_subgroups]
         return d
 
 
@@ -515,6 +561,8 @@ def evaluate_axis1(
     seed: int = 0,
     threads: int = 1,
     seeds: Mapping[str, int] | None = None,
+    pooling: Mapping[str, PoolingSpec] | None = None,
+    pooled_verdict: bool = False,
 ) -> list[CellResult]:
     """Axis 1 for every (model, attribute) table and every metric rule.
 
@@ -524,7 +572,8 @@ def evaluate_axis1(
     gives each model its own seed: several models' evaluations at different
     stream positions in one call, each cell exactly as if its model were alone
     (every table has its own stream, and the stacked metric arithmetic is
-    row by row).
+    row by row). ``pooling`` (attribute -> spec) adds pooled estimates to the cells of
+    those attributes' poolable metrics; ``pooled_verdict`` makes them the verdict.
     """
     prepared = [_prepare(m, a, t, N, min_group_support) for (m, a), t in tables.items()]
 
@@ -570,11 +619,59 @@ def evaluate_axis1(
                     draw(key, row)
                 return boots[key]
 
-        results = _evaluate_stacks(stacks, prepared, drawn, rules, K, with_bins)
+        results = _evaluate_stacks(
+            stacks, prepared, drawn, rules, K, with_bins, pooling or {}, pooled_verdict
+        )
     order = sorted(
         results, key=lambda k: (prepared[k[0]].model_id, [r.name for r in rules].index(k[1]), k[0])
     )
-    return [results[k] for k in order]
+    return with_subgroups([results[k] for k in order], tables, min_group_support)
+
+
+def with_subgroups(
+    cells: list[CellResult],
+    tables: Mapping[tuple[str, str], CountTable],
+    min_group_support: int,
+) -> list[CellResult]:
+    """Cells whose lowest group is shown, with the combined groups within it (their
+    driver rates, monitor.core.drivers.subgroup_extremes) from every intersection table
+    of the same model whose names have the cell's groups in one position ("N x F" for
+    group "N"). Only cells with drivers are looked at; without intersections, none."""
+    combos = {
+        key: parents
+        for key, t in tables.items()
+        if (parents := parents_from_names(t.groups)) is not None
+    }
+    if not combos:
+        return cells
+    out = []
+    for c in cells:
+        subs: list[tuple[str, float]] = []
+        if c.low_group is not None and c.driver_rate is not None and c.metric not in MAX_ONLY:
+            own = set(tables[(c.model_id, c.attribute)].groups)
+            for (model, attr), parents in combos.items():
+                if model != c.model_id or attr == c.attribute:
+                    continue
+                subs.extend(_subgroups_of(c, tables[(model, attr)], parents, own,
+                                          min_group_support))  # fmt: skip
+        out.append(replace(c, low_subgroups=tuple(subs)) if subs else c)
+    return out
+
+
+def _subgroups_of(
+    c: CellResult, table: CountTable, parents: np.ndarray, own: set[str], ms: int
+) -> list[tuple[str, float]]:
+    parts = [g.split(GROUP_SEPARATOR) for g in table.groups]
+    for a in range(parents.shape[0]):
+        names = {p[a] for p in parts}
+        if not names <= own or c.low_group not in names:
+            continue
+        parent_of = [0 if p[a] == c.low_group else 1 for p in parts]
+        subs, _, _ = subgroup_extremes(
+            str(c.driver_rate), table.groups, tallies_from_table(table), parent_of, 0, ms
+        )
+        return [(s.group, s.rate) for s in subs if not math.isnan(s.rate)]
+    return []
 
 
 def _evaluate_stacks(
@@ -584,6 +681,8 @@ def _evaluate_stacks(
     rules: Sequence[MetricRule],
     K: int,
     with_bins: bool,
+    pooling: Mapping[str, PoolingSpec],
+    pooled_verdict: bool,
 ) -> dict[tuple[int, str], CellResult]:
     """Metrics, summaries and results of every stack; ``drawn(key)`` gives its replicates."""
     results: dict[tuple[int, str], CellResult] = {}
@@ -603,6 +702,16 @@ def _evaluate_stacks(
             min_den = smallest_denominator(rule.name, point, support_pt, ms)  # (M,)
             summary = summarise_draws(values, rule.threshold, rule.direction)
             point_pass = passes(point_values, rule.threshold, rule.direction)
+            drivers = _stack_drivers(
+                rule.name, prepared, members, point, support_pt, boot, support, ms,
+                point_values, point_pass, summary, K,
+            )  # fmt: skip
+            spec = pooling.get(key[0]) if rule.name in POOLABLE else None
+            pooled = (
+                _pooled(rule, spec, point, support_pt, boot, support, ms)
+                if spec is not None
+                else None
+            )
             for row, i in enumerate(members):
                 p = prepared[i]
                 ev = _evaluability(rule.name, p, float(point_values[row]), summary, row, K)
@@ -635,7 +744,12 @@ def _evaluate_stacks(
                     not_evaluable_reason=ev.reason,
                     records_needed=ev.records_needed,
                     records_needed_groups=ev.records_needed_groups,
+                    **driver_fields(drivers.get(row)),
                 )
+                if pooled is not None:
+                    results[(i, rule.name)] = with_pooled(
+                        results[(i, rule.name)], pooled, row, pooled_verdict
+                    )
     return results
 
 
@@ -650,6 +764,106 @@ def _evaluability(
         metric, p.attribute, p.table.groups, tallies_from_table(p.table), point_value,
         n_undefined, K, p.min_support, scale,
     )  # fmt: skip
+
+
+def _pooled(
+    rule: MetricRule,
+    spec: PoolingSpec,
+    point: Tallies,
+    support_pt: np.ndarray,
+    boot: Tallies,
+    support: np.ndarray,
+    ms: int,
+) -> dict[str, np.ndarray]:
+    """The pooled point values, strengths and bootstrap summary of a stack (per row):
+    the shrinkage is recomputed inside every resample."""
+    values, _ = pooled_metric(rule.name, boot, spec, support[:, None, :], ms)
+    point_values, strength = pooled_metric(rule.name, point, spec, support_pt, ms)
+    summary = summarise_draws(values, rule.threshold, rule.direction)
+    summary["value"] = point_values
+    summary["point_pass"] = passes(point_values, rule.threshold, rule.direction)
+    summary["strength"] = strength
+    return summary
+
+
+def with_pooled(r: CellResult, pooled: Mapping[str, np.ndarray], row: int, verdict: bool):
+    """``r`` with its pooled estimate beside it; with ``verdict``, the pooled estimate in
+    the verdict fields and the raw one in ``raw_*``."""
+    pv = {
+        "value": float(pooled["value"][row]),
+        "point_verdict": verdict_word(bool(pooled["point_pass"][row])),
+        "n_pass": int(pooled["n_pass"][row]),
+        "vfr": float(pooled["vfr"][row]),
+        "dominant_verdict": verdict_word(bool(pooled["dominant_pass"][row])),
+        "ci_low": float(pooled["ci_low"][row]),
+        "ci_high": float(pooled["ci_high"][row]),
+    }
+    extra: dict = {f"pooled_{k}": v for k, v in pv.items()}
+    extra["pooled_strength"] = float(pooled["strength"][row])
+    if verdict:
+        extra.update({f"raw_{k}": getattr(r, k) for k in _VERDICT_FIELDS})
+        extra.update({k: pv[k] for k in _VERDICT_FIELDS})
+        extra.update(
+            sigma=float(pooled["sigma"][row]), mean=float(pooled["mean"][row]),
+            sd=float(pooled["sd"][row]), ci_low=pv["ci_low"], ci_high=pv["ci_high"],
+            n_undefined=int(pooled["n_undefined"][row]), verdict_basis="pooled",
+        )  # fmt: skip
+    return replace(r, **extra)
+
+
+#: The verdict fields a pooled verdict replaces (and keeps as ``raw_*``).
+_VERDICT_FIELDS = ("value", "point_verdict", "n_pass", "vfr", "dominant_verdict")
+
+
+def _stack_drivers(
+    name: str,
+    prepared: Sequence[_Prepared],
+    members: Sequence[int],
+    point: Tallies,
+    support_pt: np.ndarray,
+    boot: Tallies,
+    support: np.ndarray,
+    ms: int,
+    point_values: np.ndarray,
+    point_pass: np.ndarray,
+    summary: Mapping[str, np.ndarray],
+    K: int,
+) -> dict[int, Drivers | None]:
+    """The drivers of the stack's rows that fail or flip and are defined (others: none).
+
+    Only those rows are looked at again, so a grid that passes everywhere pays nothing.
+    """
+    rows = [
+        row
+        for row in range(len(members))
+        if not math.isnan(point_values[row])
+        and needs_drivers(
+            verdict_word(bool(point_pass[row])),
+            verdict_word(bool(summary["dominant_pass"][row])),
+            int(summary["n_pass"][row]),
+            K,
+        )
+    ]
+    if not rows:
+        return {}
+    first = prepared[members[0]]
+    sizes = np.stack([prepared[i].table.group_counts() for i in members])
+    return stack_drivers(
+        name, first.table.groups, point, supported_groups(name, point, support_pt, ms),
+        boot, support, ms, sizes, rows,
+    )  # fmt: skip
+
+
+def driver_fields(d: Drivers | None) -> dict:
+    """The CellResult fields of a cell's drivers (none: the defaults)."""
+    if d is None:
+        return {}
+    return {
+        "driver_rate": d.rate, "low_group": d.low_group, "high_group": d.high_group,
+        "low_rate": d.low_rate, "high_rate": d.high_rate, "low_share": d.low_share,
+        "high_share": d.high_share, "low_withheld": d.low_withheld,
+        "high_withheld": d.high_withheld, "extreme_shares": d.shares,
+    }  # fmt: skip
 
 
 def left_out_groups(groups: Sequence[str], support: np.ndarray) -> tuple[str, ...]:
@@ -676,7 +890,27 @@ def run_axis1(
     return evaluate_axis1(
         tables, config.metrics, K=a.K, N=a.N, min_group_support=a.min_group_support,
         seed=seed, threads=a.threads if threads is None else threads, seeds=seeds,
+        pooling=pooling_specs(tables, config), pooled_verdict=config.pooling.verdict == "pooled",
     )  # fmt: skip
+
+
+def pooling_specs(
+    tables: Mapping[tuple[str, str], CountTable], config: MonitorConfig
+) -> dict[str, PoolingSpec]:
+    """attribute -> how its groups pool, for the attributes ``[pooling]`` selects: the
+    listed ones, or (none listed) every attribute whose groups are all combinations
+    "a x b". Empty when pooling is off."""
+    pc = config.pooling
+    if not pc.enabled:
+        return {}
+    out: dict[str, PoolingSpec] = {}
+    for (_, attribute), table in tables.items():
+        if attribute in out or (pc.attributes and attribute not in pc.attributes):
+            continue
+        parents = parents_from_names(table.groups)
+        if parents is not None:
+            out[attribute] = PoolingSpec(parents, pc.prior_strength)
+    return out
 
 
 def compile_kernels() -> None:

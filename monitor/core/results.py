@@ -35,6 +35,14 @@ def cell_result_from_dict(d: dict[str, Any]) -> CellResult:
             v = as_float(v)
         elif f.name.startswith("groups_left_out") or f.name == "records_needed_groups":
             v = tuple(v or ())
+        elif f.name == "extreme_shares":
+            v = tuple((str(g), float(lo), float(hi)) for g, lo, hi in (v or ()))
+        elif f.name == "low_subgroups":
+            v = tuple((str(g), float(r)) for g, r in (v or ()))
+        elif f.name.endswith("_withheld"):
+            v = bool(v)
+        elif f.name == "verdict_basis":
+            v = v or "raw"
         kw[f.name] = v
     return CellResult(**kw)
 

@@ -49,6 +49,7 @@ from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.config.errors import UserError
 from monitor.core.axis1 import needs_words
+from monitor.core.drivers import driver_sentence
 from monitor.core.events import CellEvent
 from monitor.core.privacy import (
     SMALL_CELL,
@@ -149,6 +150,14 @@ class CellPoint:
     #: not evaluable (no verdict, VFR, kappa or tier): why, and what it needs in words
     not_evaluable_reason: str = ""
     needs: str = ""
+
+    #: what drives the disparity of a failing or flipping cell, one sentence
+    #: (monitor.core.drivers.driver_sentence; privacy rules applied there); None: none
+    driver: str | None = None
+    #: the pooled estimate beside the raw one (monitor.core.pooling), when configured
+    pooled_value: float | None = None
+    pooled_vfr: float | None = None
+    pooled_dominant_verdict: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -378,6 +387,11 @@ def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPo
         suppressed=small,
         not_evaluable_reason="" if small else str(r.get("not_evaluable_reason") or ""),
         needs="" if small else _needs(r),
+
+        driver=None if small else driver_sentence(r),
+        pooled_value=shown(r.get("pooled_value")),
+        pooled_vfr=shown(r.get("pooled_vfr")),
+        pooled_dominant_verdict=None if small else r.get("pooled_dominant_verdict"),
     )
 
 
@@ -1009,6 +1023,10 @@ def _withheld(p: CellPoint) -> CellPoint:
         pending_axes=(),
         partial=False,
         suppressed=True,
+        driver=None,
+        pooled_value=None,
+        pooled_vfr=None,
+        pooled_dominant_verdict=None,
     )
 
 

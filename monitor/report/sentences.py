@@ -109,6 +109,14 @@ def cell_sentence(c: CellPoint, tau: float, n_field: int, kappa_cutoff: float) -
             parts.append(f"Hospitals agree on it (kappa {c.kappa:.2f}, {band}).")
     elif c.partial and "axis3" not in c.pending_axes:
         parts.append("Hospital agreement cannot be checked (no hospital ids).")
+    if c.pooled_value is not None and c.pooled_dominant_verdict is not None:
+        pooled_vfr = "" if c.pooled_vfr is None else f", {pct(c.pooled_vfr)} of resamples flip"
+        parts.append(
+            f"Pooled estimate (beside the raw one): {c.pooled_value:.2f}, "
+            f"{c.pooled_dominant_verdict}{pooled_vfr}."
+        )
+    if c.driver:
+        parts.append(c.driver)
     if c.tier == "Pending" and c.pending_axes:
         waiting = ", ".join(AXIS_WORDS.get(a, a) for a in c.pending_axes)
         parts.append(f"Tier pending: waiting for {waiting}.")

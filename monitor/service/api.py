@@ -14,7 +14,9 @@ Routes::
     GET /metrics       Prometheus text format of the Exporter's own registry
     GET /healthz       200 "ok" while the process serves requests
     GET /readyz        200 {"status": "ready"} or 503 {"status": "not ready", "reason": ...}
-    GET /api/cells     JSON list, StateView.cells(); ?limit=1..1000 &offset=>=0 (default all)
+    GET /api/cells     JSON list, StateView.cells(); ?limit=1..1000 &offset=>=0 (default all);
+                       each row with "driver": the sentence on what drives a failing or
+                       flipping cell's disparity (monitor.core.drivers), else null
     GET /api/events    ?limit=1..1000 (default 100) &since_id=>=0 -> StateView.events()
     GET /api/windows   ?model=&metric=&attribute= (required) &limit=1..1000 (default 100)
                        &before=>=1 (evaluations older than this one) -> StateView.windows();
@@ -91,6 +93,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from monitor.config import ServiceConfig
+from monitor.core.drivers import with_driver
 from monitor.core.jsonable import dumps
 from monitor.service.exporter import Exporter
 from monitor.service.web_config import WebConfig, load_web_config
@@ -256,7 +259,7 @@ class _Routes:
         return _json(503, {"status": "not ready", "reason": reason})
 
     def cells(self, query: dict[str, list[str]]) -> Response:
-        return _json(200, _page(self.view.cells(), query))
+        return _json(200, [with_driver(r) for r in _page(self.view.cells(), query)])
 
     def events(self, query: dict[str, list[str]]) -> Response:
         limit = _int_param(query, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)

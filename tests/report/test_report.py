@@ -382,3 +382,44 @@ def test_audit_dir_renders_the_same_page_with_what_it_has(tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", "--audit-dir", str(tmp_path / "none"), "--out", str(out)]) == 2
     assert "no cells.json" in capsys.readouterr().err
+
+
+def test_failing_cells_say_on_the_page_what_drives_them(db, page):
+    """The page shows, in a failing or flipping cell's sentence, the driver sentence
+    worded from the cell's stored (released) result; a withheld model shows none."""
+    from monitor.core.drivers import driver_sentence
+
+    latest = _latest(db[0])
+    shown = 0
+    for (model, _, _), row in latest.items():
+        sentence = driver_sentence(row)
+        if model == "model-tiny":
+            assert row["window_n"] < SMALL_CELL
+            continue
+        if sentence is not None:
+            assert str(escape(sentence)) in _section(page, model), sentence
+            shown += 1
+    assert shown >= 1
+    assert " fails because " not in _section(page, "model-tiny")
+
+
+def test_cell_sentence_puts_the_pooled_estimate_beside_the_raw_one():
+    """A stored result with pooled fields and drivers reads: raw verdict first, the pooled
+    estimate beside it, then what drives it; withheld (window under 11) it says none."""
+    from monitor.report.sentences import cell_sentence
+
+    row = {
+        "model_id": "m", "metric": "DI", "attribute": "race x sex", "evaluation": 3,
+        "window_n": 1030, "threshold": 0.8, "direction": ">=", "value": 0.6, "vfr": 0.088,
+        "ci_low": 0.30, "ci_high": 0.88, "dominant_verdict": "fail", "point_verdict": "fail",
+        "tier": "Pending", "n_pass": 44, "K": 500, "pooled_value": 0.852, "pooled_vfr": 0.402,
+        "pooled_dominant_verdict": "pass", "driver_rate": "SR", "low_group": "Black x Female",
+        "high_group": "White x Female", "low_rate": 0.3, "high_rate": 0.5, "low_share": 0.93,
+        "high_share": 0.58,
+    }  # fmt: skip
+    s = cell_sentence(cell_from_result(row), 0.10, 50_000, 0.40)
+    assert s.startswith("Fail; 9 % of resamples pass: stable.")
+    assert "Pooled estimate (beside the raw one): 0.85, pass, 40 % of resamples flip." in s
+    assert s.index("Pooled") < s.index("DI by race x sex fails because Black x Female")
+    small = cell_sentence(cell_from_result({**row, "window_n": 8}), 0.10, 50_000, 0.40)
+    assert "Pooled" not in small and "because" not in small

@@ -185,3 +185,27 @@ def test_a_not_evaluable_cell_over_http(tmp_path):
         assert cell["kappa"] is None and cell["band"] == "not evaluable" and cell["kappa_reason"]
     finally:
         s.close()
+
+
+def test_cells_say_what_drives_a_failing_or_flipping_cell(service):
+    """Every failing or flipping cell of /api/cells carries one driver sentence that
+    restates its own published fields; a stable passing one carries none."""
+    status, cells = get(service, "/api/cells")
+    assert status == 200
+    driven = [c for c in cells if c["driver"] is not None]
+    assert driven, "the synthetic model has failing cells"
+    for c in cells:
+        fails = "fail" in (c["point_verdict"], c["dominant_verdict"])
+        flips = 0 < c["n_pass"] < c["K"]
+        defined = c["value"] is not None
+        assert (c["driver"] is not None) == (defined and (fails or flips)), c
+    for c in driven:
+        label = f"{c['metric']} by {c['attribute'].replace('_', ' ')}"
+        assert c["driver"].startswith(label)
+        side = "high" if c["metric"] in ("CAL", "CAL_GAP") else "low"
+        if c[f"{side}_group"] is not None:
+            assert f"{c[f'{side}_group']} patients" in c["driver"]
+            assert f"{c[f'{side}_rate']:.2f}" in c["driver"]
+        else:  # withheld: "a small group", no figure (JSON null)
+            assert c[f"{side}_withheld"] and c[f"{side}_rate"] is None
+            assert "a small group" in c["driver"]

@@ -1,0 +1,197 @@
+"""Pooled (empirical-Bayes) estimates of intersection cells against the record-level oracle.
+
+Tolerances. The point value is a deterministic function of the counts, so fast engine
+and oracle agree to float rounding (1e-9). The pooled VFR of the engine and of the
+oracle are independent estimates from K resamples each: with Z = 5 per comparison,
+|pi_f - pi_o| <= Z * sqrt(2 pbar (1 - pbar) / K) + 2 / K for the pass shares (as in
+tests/core/test_axis1.py). Seeds are fixed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitor.config import MetricRule, MonitorConfig, PoolingConfig
+from monitor.core.axis1 import evaluate_axis1, pooling_specs, run_axis1
+from monitor.core.counts import CountTable
+from monitor.core.metrics import Tallies
+from monitor.core.pooling import (
+    PoolingSpec,
+    moment_strength,
+    parents_from_names,
+    pooled_metric,
+    shrunk_rates,
+)
+from monitor.core.results import cell_result_from_dict
+from monitor.reference.pooling import pooled_metric_from_records, reference_pooled_axis1
+
+Z = 5.0
+POOLED_RULES = [
+    MetricRule(name="DI", threshold=0.8, direction=">="),
+    MetricRule(name="SPD", threshold=0.1, direction="abs<="),
+    MetricRule(name="EOPP", threshold=0.1, direction="abs<="),
+    MetricRule(name="EOD", threshold=0.1, direction="abs<="),
+    MetricRule(name="PP", threshold=0.1, direction="abs<="),
+]
+
+
+def cohort(seed: int, n: int, races: int, rates: list[float]):
+    """Records of a race x sex window: per record its race, sex, combined group, label,
+    decision and score; ``rates`` the selection rate of each combined group."""
+    rng = np.random.default_rng(seed)
+    race = rng.choice(races, n, p=np.arange(1, races + 1) / sum(range(1, races + 1)))
+    sex = rng.integers(0, 2, n)
+    comb = race * 2 + sex
+    label = rng.binomial(1, 0.4, n)
+    decision = rng.binomial(1, np.asarray(rates)[comb])
+    score = rng.random(n)
+    groups = [f"r{r} x s{s}" for r in range(races) for s in range(2)]
+    table = CountTable(groups)
+    table.add(comb, label, decision, score)
+    return groups, table, race, sex, comb, label, decision
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(150, 2_000),
+    races=st.integers(2, 3),
+    rates=st.lists(st.floats(0.05, 0.95), min_size=6, max_size=6),
+    strength=st.one_of(st.none(), st.floats(1.0, 500.0)),
+    ms=st.sampled_from([11, 20]),
+)
+def test_pooled_point_value_equals_oracle(seed, n, races, rates, strength, ms):
+    groups, table, race, sex, comb, label, decision = cohort(seed, n, races, rates[: 2 * races])
+    parents = parents_from_names(groups)
+    spec = PoolingSpec(parents, strength)
+    point = Tallies.from_confusion(table.counts.sum(axis=-1).astype(float))
+    support = table.group_counts() >= ms
+    included = [g for g in range(len(groups)) if support[g]]
+    for rule in POOLED_RULES:
+        fast, _ = pooled_metric(rule.name, point, spec, support, ms)
+        ref = pooled_metric_from_records(
+            rule.name, [race, sex], parents, comb, label, decision, included, ms, strength
+        )
+        if math.isnan(ref):
+            assert math.isnan(float(fast)), rule.name
+        else:
+            assert float(fast) == pytest.approx(ref, abs=1e-9), rule.name
+
+
+@pytest.mark.parametrize(
+    "seed,n,rates",
+    [
+        (1, 1_500, [0.30, 0.36, 0.45, 0.50, 0.40, 0.22]),
+        (2, 600, [0.40, 0.42, 0.45, 0.47, 0.35, 0.45]),
+        (3, 3_000, [0.20, 0.25, 0.22, 0.24, 0.18, 0.26]),
+    ],
+)
+def test_pooled_bootstrap_matches_oracle(seed, n, rates):
+    K = 300
+    groups, table, race, sex, comb, label, decision = cohort(seed, n, 3, rates)
+    parents = parents_from_names(groups)
+    fast = evaluate_axis1(
+        {("m", "race x sex"): table}, POOLED_RULES, K=K, N=n, seed=seed,
+        pooling={"race x sex": PoolingSpec(parents)},
+    )  # fmt: skip
+    rng = np.random.default_rng(100 + seed)
+    for f, rule in zip(fast, POOLED_RULES, strict=True):
+        ref = reference_pooled_axis1(
+            rule.name, rule.threshold, rule.direction, [race, sex], parents, comb, label,
+            decision, K=K, N=n, min_group_support=20, rng=rng,
+        )  # fmt: skip
+        assert f.pooled_value == pytest.approx(ref["value"], abs=1e-9)
+        pf, po = f.pooled_n_pass / K, ref["n_pass"] / K
+        pbar = (pf + po) / 2
+        tol = Z * math.sqrt(2 * pbar * (1 - pbar) / K) + 2 / K
+        assert abs(pf - po) <= tol, (rule.name, pf, po, tol)
+        assert abs(f.pooled_vfr - ref["vfr"]) <= tol
+        assert f.verdict_basis == "raw" and math.isnan(f.raw_value)
+
+
+def worked_example() -> dict[tuple[str, str], CountTable]:
+    """docs/method.md, "Pooled estimates", worked example: (group, records, selected).
+
+    Black women: 30 records, 9 selected (0.30); the other groups near 0.5."""
+    counts = [("Black x Female", 30, 9), ("Black x Male", 200, 90),
+              ("White x Female", 400, 200), ("White x Male", 400, 196)]  # fmt: skip
+    table = CountTable([g for g, _, _ in counts])
+    for g, (_, n, sel) in enumerate(counts):
+        label = np.arange(n) % 2  # half positives, evenly over decisions
+        decision = (np.arange(n) < sel).astype(int)
+        table.add(np.full(n, g), label, decision, np.full(n, 0.5))
+    return {("m", "race x sex"): table}
+
+
+def test_worked_example_pooling_changes_the_verdict():
+    tables = worked_example()
+    di = [MetricRule(name="DI", threshold=0.8, direction=">=")]
+    spec = pooling_specs(tables, MonitorConfig(pooling=PoolingConfig(enabled=True)))
+    (cell,) = evaluate_axis1(tables, di, K=500, N=1030, seed=11, pooling=spec)
+    # raw: 0.30 / 0.50 = 0.60, fails in (nearly) every resample
+    assert cell.value == pytest.approx(0.6)
+    assert cell.point_verdict == "fail" and cell.dominant_verdict == "fail"
+    # pooled: the scatter around the logit-additive margins is no more than binomial
+    # noise, so every group takes its prior mean: Black x Female 0.4358, Black x Male
+    # 0.4266 (now the lowest), White x Female 0.5005 (the highest)
+    assert math.isinf(cell.pooled_strength)
+    assert cell.pooled_value == pytest.approx(0.4266 / 0.5005, abs=5e-4)
+    assert cell.pooled_point_verdict == "pass" and cell.pooled_dominant_verdict == "pass"
+    assert cell.verdict_basis == "raw"  # beside the raw one, not in its place
+    # with a fixed prior of 100 records' weight the group is pulled only part of the way
+    fixed = pooling_specs(
+        tables, MonitorConfig(pooling=PoolingConfig(enabled=True, prior_strength=100.0))
+    )
+    (cell100,) = evaluate_axis1(tables, di, K=500, N=1030, seed=11, pooling=fixed)
+    assert cell100.pooled_value == pytest.approx(0.4045 / 0.5001, abs=5e-4)
+    assert cell100.pooled_point_verdict == "pass"
+
+
+def test_pooled_verdict_only_when_configured():
+    tables = worked_example()
+    cfg = MonitorConfig(
+        pooling=PoolingConfig(enabled=True, verdict="pooled"),
+        metrics=[MetricRule(name="DI", threshold=0.8, direction=">=")],
+    )
+    (cell,) = run_axis1(tables, cfg, seed=3, threads=1)
+    assert cell.verdict_basis == "pooled"
+    assert cell.point_verdict == "pass" and cell.value == cell.pooled_value
+    assert cell.vfr == cell.pooled_vfr and cell.n_pass == cell.pooled_n_pass
+    assert cell.raw_point_verdict == "fail" and cell.raw_value == pytest.approx(0.6)
+    # a JSON round trip keeps every pooled field
+    back = cell_result_from_dict(cell.to_dict())
+    assert back.verdict_basis == "pooled" and back.raw_value == cell.raw_value
+    # off by default: the same grid has no pooled figures
+    (plain,) = run_axis1(tables, cfg.model_copy(update={"pooling": PoolingConfig()}), seed=3)
+    assert plain.verdict_basis == "raw" and plain.point_verdict == "fail"
+    assert math.isnan(plain.pooled_value) and plain.pooled_point_verdict is None
+
+
+def test_only_combination_attributes_pool_and_only_binomial_metrics():
+    tables = {("m", "race"): CountTable(["B", "W"]), **worked_example()}
+    spec = pooling_specs(tables, MonitorConfig(pooling=PoolingConfig(enabled=True)))
+    assert list(spec) == ["race x sex"]
+    cells = run_axis1(tables, MonitorConfig(pooling=PoolingConfig(enabled=True)), seed=1, threads=1)
+    pooled = {(c.attribute, c.metric) for c in cells if not math.isnan(c.pooled_value)}
+    assert pooled == {("race x sex", m) for m in ("DI", "SPD", "EOPP", "EOD", "PP")}
+
+
+def test_no_excess_scatter_pools_fully_and_strength_follows_scatter():
+    # four groups exactly at their prior mean: rho <= 0, s = inf, rates = prior
+    succ = np.array([10.0, 20.0, 30.0, 40.0])
+    trials = np.array([100.0, 100.0, 100.0, 100.0])
+    m = np.array([0.1, 0.2, 0.3, 0.4])
+    s = moment_strength(succ, trials, m, np.ones(4, bool))
+    assert math.isinf(float(s))
+    assert shrunk_rates(succ, trials, m, s).tolist() == pytest.approx(m.tolist())
+    # large scatter: s finite and small, the rates stay near the raw ones
+    succ2 = np.array([5.0, 60.0, 2.0, 90.0])
+    s2 = float(moment_strength(succ2, trials, m, np.ones(4, bool)))
+    assert 0 < s2 < 20
+    post = shrunk_rates(succ2, trials, m, np.array(s2))
+    assert np.all(np.abs(post - succ2 / trials) <= np.abs(m - succ2 / trials))
