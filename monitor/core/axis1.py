@@ -744,9 +744,10 @@ def _evaluate_stacks(
                     not_evaluable_reason=ev.reason,
                     records_needed=ev.records_needed,
                     records_needed_groups=ev.records_needed_groups,
-                    **driver_fields(drivers.get(row)),
+                    # a cell that is not evaluable has no disparity to explain or pool
+                    **(driver_fields(drivers.get(row)) if ev.evaluable else {}),
                 )
-                if pooled is not None:
+                if pooled is not None and ev.evaluable:
                     results[(i, rule.name)] = with_pooled(
                         results[(i, rule.name)], pooled, row, pooled_verdict
                     )

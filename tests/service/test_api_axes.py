@@ -197,7 +197,7 @@ def test_cells_say_what_drives_a_failing_or_flipping_cell(service):
     for c in cells:
         fails = "fail" in (c["point_verdict"], c["dominant_verdict"])
         flips = 0 < c["n_pass"] < c["K"]
-        defined = c["value"] is not None
+        defined = c["value"] is not None and c["evaluable"]
         assert (c["driver"] is not None) == (defined and (fails or flips)), c
     for c in driven:
         label = f"{c['metric']} by {c['attribute'].replace('_', ' ')}"
