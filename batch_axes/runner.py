@@ -34,7 +34,7 @@ from monitor.config import MonitorConfig
 from monitor.core.axis1 import CellResult
 from monitor.core.counts import CountTable
 from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
-from monitor.core.tables import group_index
+from monitor.core.tables import attribute_groups
 from monitor.core.tiers import cell_tier
 
 Tables = Mapping[tuple[str, str], CountTable]
@@ -57,8 +57,8 @@ def run_axis3(model_id: str, records: pd.DataFrame, config: MonitorConfig) -> Ax
         records["label"].to_numpy(np.int64),
         records["decision"].to_numpy(np.int64),
         records["score"].to_numpy(np.float64),
-        {a.name: group_index(records[a.name].to_numpy(), a) for a in config.attributes},
-        config.attributes,
+        attribute_groups(records, config),
+        config.grid_attributes,
         config.metrics,
         min_group_support=config.axis1.min_group_support,
         bins=config.axis1.score_bins,

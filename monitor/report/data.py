@@ -559,7 +559,7 @@ def _ordered(cells: list[CellPoint], metrics: list[str], attributes: list[str]) 
 def _axis_names(cells: Iterable[CellPoint], config: MonitorConfig) -> tuple[list[str], list[str]]:
     """Metrics and attributes in config order, then any others the data has."""
     metrics = [m.name for m in config.metrics]
-    attributes = [a.name for a in config.attributes]
+    attributes = [a.name for a in config.grid_attributes]
     for c in cells:
         if c.metric not in metrics:
             metrics.append(c.metric)
@@ -572,7 +572,7 @@ def _base(config: MonitorConfig, **kw: Any) -> dict[str, Any]:
     return {
         "generated_at": datetime.now(UTC),
         "version": __version__,
-        "group_labels": {a.name: dict(a.groups) for a in config.attributes},
+        "group_labels": {a.name: dict(a.groups) for a in config.grid_attributes},
         "tau": config.axis1.tau_vfr,
         "cv_cutoff": config.axis2.cv_cutoff,
         "n_field": config.axis2.n_field,
