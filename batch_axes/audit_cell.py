@@ -17,12 +17,16 @@ from typing import Any
 
 from monitor.core.numbers import as_float, float_or_none
 from monitor.core.privacy import SMALL_CELL_LABEL, published_cell, reportable, rounded_count
+from monitor.core.support import support_note
 from monitor.core.tiers import Tier, TierResult
 
 #: Columns that stay when a cell's figures are withheld (identity and configuration).
 AUDIT_IDENTITY = frozenset(
-    {"model_id", "metric", "attribute", "threshold", "direction", "K", "groups_left_out"}
-)
+    {
+        "model_id", "metric", "attribute", "threshold", "direction", "K", "groups_left_out",
+        "groups_total",
+    }
+)  # fmt: skip
 
 
 def _joined(axes: tuple[str, ...]) -> str:
@@ -36,6 +40,10 @@ def _split(text: Any, sep: str = "+") -> tuple[str, ...]:
 def _inf_word(x: float | None) -> float | str | None:
     """``"inf"`` for an infinity (JSON has none), else the number or None."""
     return "inf" if x is not None and math.isinf(x) else x
+
+
+def _int_or_none(x: Any) -> int | None:
+    return None if x in (None, "") else int(float(x))
 
 
 def _none_or_float(x: Any) -> float | None:
@@ -75,6 +83,17 @@ class AuditCell:
     kappa_band: str | None  # "not applicable" without hospital ids
     kappa_degenerate: bool | None
     axis3_note: str
+    #: groups whose rates entered ``value``, of the attribute's (issue 24)
+    groups_evaluated: int = 0
+    groups_total: int = 0
+    #: N* not reached: how long this volume needs (batch_axes.axis2.TimeToReliable)
+    time_to_reliable: str = ""
+    records_needed: int | None = None
+
+    @property
+    def support_note(self) -> str:
+        """"4 of 12 groups evaluated", and whether the cell rests on two groups or dozens."""
+        return support_note(self.groups_evaluated, self.groups_total, self.min_denominator)
 
     @property
     def withheld(self) -> bool:
@@ -114,6 +133,11 @@ class AuditCell:
             "kappa_degenerate": self.kappa_degenerate,
             "axis3_note": self.axis3_note,
             "min_denominator": float_or_none(self.min_denominator),
+            "groups_evaluated": self.groups_evaluated,
+            "groups_total": self.groups_total,
+            "support_note": self.support_note,
+            "time_to_reliable": self.time_to_reliable,
+            "records_needed": self.records_needed,
         }
         out = published_cell(row, self.cohort_n, AUDIT_IDENTITY)
         if not self.withheld:
@@ -131,6 +155,7 @@ class AuditCell:
             "direction": str(d["direction"]),
             "K": int(d["K"]),
             "groups_left_out": _split(d.get("groups_left_out"), " "),
+            "groups_total": int(d.get("groups_total") or 0),
         }
         if d.get("cohort_n") == SMALL_CELL_LABEL or d.get("cohort_n") is None:
             return cls(
@@ -166,4 +191,7 @@ class AuditCell:
             kappa_band=d.get("kappa_band"),
             kappa_degenerate=d.get("kappa_degenerate"),
             axis3_note=str(d.get("axis3_note") or ""),
+            groups_evaluated=int(d.get("groups_evaluated") or 0),
+            time_to_reliable=str(d.get("time_to_reliable") or ""),
+            records_needed=_int_or_none(d.get("records_needed")),
         )

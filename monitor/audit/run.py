@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from batch_axes.audit_cell import AuditCell
 from batch_axes.equilense import EquiLenseResult, published_equilense
-from batch_axes.runner import combine_cell, run_axis2, run_axis3, run_equilense
+from batch_axes.runner import cohort_days, combine_cell, run_axis2, run_axis3, run_equilense
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
 from monitor.core.axis1 import run_axis1
@@ -34,7 +34,8 @@ CELL_COLUMNS = (
     "sigma", "ci_low", "ci_high", "n_star", "kappa", "kappa_band", "failed_axes", "tier",
     "partial", "pending_axes", "threshold", "direction", "n_pass", "K", "resample_n",
     "cohort_n", "groups_left_out", "n_star_reached", "kappa_degenerate", "axis3_note",
-    "min_denominator",
+    "min_denominator", "groups_evaluated", "groups_total", "support_note", "time_to_reliable",
+    "records_needed",
 )  # fmt: skip
 
 
@@ -81,7 +82,10 @@ def run_audit(
     a1 = prog.step(
         "axis 1: verdict flip rate", lambda: run_axis1(tables, config, config.axis1.seed)
     )
-    a2 = prog.step("axis 2: minimum audit size", lambda: run_axis2(tables, config))
+    a2 = prog.step(
+        "axis 2: minimum audit size",
+        lambda: run_axis2(tables, config, cohort_days(cohort.records)),
+    )
     a3 = prog.step(
         "axis 3: hospital agreement",
         lambda: {

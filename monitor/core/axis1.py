@@ -48,6 +48,7 @@ from monitor.core.metrics import (
     Tallies,
     passes,
     smallest_denominator,
+    supported_groups,
     tallies_from_table,
 )
 
@@ -80,6 +81,11 @@ class CellResult:
     #: the smallest denominator among the rates that entered ``value`` (positives for
     #: TPR, negatives for FPR, flagged for PPV, records otherwise); NaN when undefined
     min_denominator: float = math.nan
+    #: groups whose rates entered ``value`` (every denominator of the metric at least
+    #: min_group_support in the window), of ``groups_total`` configured: "4 of 12 groups
+    #: evaluated" (issue 24: an intersection's cell says how thin it is)
+    groups_evaluated: int = 0
+    groups_total: int = 0
 
     def stable(self, tau_vfr: float) -> bool:
         return self.vfr <= tau_vfr
@@ -488,6 +494,7 @@ def _evaluate_stacks(
             values = fn(boot, support[:, None, :], ms)  # (M, K)
             point_values = fn(point, support_pt, ms)  # (M,)
             min_den = smallest_denominator(rule.name, point, support_pt, ms)  # (M,)
+            n_eval = supported_groups(rule.name, point, support_pt, ms).sum(axis=-1)  # (M,)
             summary = summarise_draws(values, rule.threshold, rule.direction)
             point_pass = passes(point_values, rule.threshold, rule.direction)
             for row, i in enumerate(members):
@@ -515,6 +522,8 @@ def _evaluate_stacks(
                     groups_left_out=left_out_groups(p.table.groups, p.support),
                     groups_left_out_point=left_out_groups(p.table.groups, p.support_point),
                     min_denominator=float(min_den[row]),
+                    groups_evaluated=int(n_eval[row]),
+                    groups_total=len(p.table.groups),
                 )
     return results
 

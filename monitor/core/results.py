@@ -8,12 +8,13 @@ serves them. Conversion to and from JSON happens only at the edges (:meth:`to_di
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from monitor.core.axis1 import CellResult
 from monitor.core.events import CellEvent
 from monitor.core.numbers import as_float
+from monitor.core.support import support_note
 from monitor.core.tiers import Tier, TierResult
 
 _FLOAT_FIELDS = frozenset(
@@ -25,6 +26,8 @@ def cell_result_from_dict(d: dict[str, Any]) -> CellResult:
     """The inverse of :meth:`CellResult.to_dict` after a JSON round trip (null -> NaN)."""
     kw: dict[str, Any] = {}
     for f in fields(CellResult):
+        if f.name not in d and f.default is not MISSING:
+            continue  # a result stored before the field existed: its default
         v = d.get(f.name)
         if f.name in _FLOAT_FIELDS:
             v = as_float(v)
@@ -86,7 +89,11 @@ class CellEvaluation:
             "kappa": self.kappa,
             "evaluated_at": self.evaluated_at,
             "released": self.released,
-        }
+            "support_note": support_note(
+                self.result.groups_evaluated, self.result.groups_total,
+                self.result.min_denominator,
+            ),
+        }  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CellEvaluation:

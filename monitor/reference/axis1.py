@@ -22,7 +22,11 @@ from monitor.core.axis1 import (
     verdict_word,
 )
 from monitor.core.metrics import passes
-from monitor.reference.metrics import metric_from_records, smallest_denominator_from_records
+from monitor.reference.metrics import (
+    evaluated_groups_from_records,
+    metric_from_records,
+    smallest_denominator_from_records,
+)
 
 
 def reference_axis1(
@@ -103,6 +107,10 @@ def reference_axis1(
                 min_denominator=smallest_denominator_from_records(
                     rule.name, group, label, decision, included_point, min_group_support
                 ),
+                groups_evaluated=evaluated_groups_from_records(
+                    rule.name, group, label, decision, included_point, min_group_support
+                ),
+                groups_total=G,
             )
         )
     return out

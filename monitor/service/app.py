@@ -353,7 +353,10 @@ class MonitorService:
 
     def job_axis2(self) -> None:
         self._for_each_model(
-            "axis2", lambda m, f: tuple(run_axis2(tables_from_frame(f, self.config), self.config))
+            "axis2",
+            lambda m, f: tuple(
+                run_axis2(tables_from_frame(f, self.config), self.config, cohort_days(f))
+            ),
         )
 
     def job_axis3(self) -> None:
