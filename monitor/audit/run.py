@@ -13,11 +13,14 @@ import csv
 import json
 import math
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+import pandas as pd
 
 from batch_axes.audit_cell import AuditCell
 from batch_axes.equilense import EquiLenseResult, published_equilense
@@ -70,10 +73,36 @@ class Progress:
         return out
 
 
+#: The built-in cohort ``--input`` accepts: the shipped UCI file, scored as the demo scores it.
+DIABETES130 = "diabetes130"
+
+
+def diabetes130_file(config: MonitorConfig, directory: Path, seed: int = 0) -> MonitorConfig:
+    """Write the shipped Diabetes-130 file, scored by the demo's model (one XGBoost on a
+    seeded 25 % split, the rest scored: monitor.data.scorer.dataset_stream), to
+    ``directory/scored.csv``; return ``config`` with the file's attributes (its
+    ``[[intersections]]`` and everything else kept)."""
+    from monitor.data.datasets.diabetes130 import load_diabetes130
+    from monitor.data.scorer import dataset_stream
+
+    ds = load_diabetes130()
+    frame = dataset_stream(ds, seed).frame
+    feats = pd.DataFrame(list(frame.pop("features")), index=frame.index)
+    frame.join(feats).to_csv(directory / "scored.csv", index=False)
+    data = config.model_dump(by_alias=True)
+    data["attributes"] = ds.attributes
+    return MonitorConfig.model_validate(data)
+
+
 def run_audit(
     path: str | Path, config: MonitorConfig, progress: Progress | None = None
 ) -> AuditReport:
-    """Run every axis on a cohort file; raises AuditInputError on bad input."""
+    """Run every axis on a cohort file (or ``diabetes130``: :func:`diabetes130_file`);
+    raises AuditInputError on bad input."""
+    if str(path) == DIABETES130:
+        with tempfile.TemporaryDirectory(prefix="vfr-audit-") as tmp:
+            cfg = diabetes130_file(config, Path(tmp))
+            return run_audit(Path(tmp) / "scored.csv", cfg, progress)
     prog = progress or Progress(enabled=False)
     cohort: AuditCohort = prog.step(
         "read and validate input", lambda: load_audit_cohort(path, config)
@@ -137,13 +166,14 @@ def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
 
 def format_summary(report: AuditReport) -> str:
     """The printed table: one line per cell, then counts per tier."""
-    head = f"{'model':<14}{'metric':<8}{'attribute':<12}{'value':>8} {'verdict':>8}{'VFR':>7}"
+    w = max([12, *(len(c.attribute) + 1 for c in report.cells)])  # intersections are long
+    head = f"{'model':<14}{'metric':<8}{'attribute':<{w}}{'value':>8} {'verdict':>8}{'VFR':>7}"
     head += f"{'N*':>9}{'kappa':>8}  tier"
     lines = [head, "-" * len(head)]
     for c in report.cells:
         if c.withheld:  # fewer than 11 records
             lines.append(
-                f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute[:11]:<12}"
+                f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute:<{w}}"
                 f"{SMALL_CELL_LABEL:>8} {SMALL_CELL_LABEL:>8}{SMALL_CELL_LABEL:>7}"
                 f"{SMALL_CELL_LABEL:>9}{SMALL_CELL_LABEL:>8}  {SMALL_CELL_LABEL}"
             )
@@ -153,7 +183,7 @@ def format_summary(report: AuditReport) -> str:
         kappa = "n/a" if c.kappa is None else f"{c.kappa:.2f}"
         tier = c.tier.tier.value + (" (partial)" if c.tier.partial else "")
         lines.append(
-            f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute[:11]:<12}{value:>8} "
+            f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute:<{w}}{value:>8} "
             f"{c.dominant_verdict:>8}{c.vfr:>7.3f}{n_star!s:>9}{kappa:>8}  {tier}"
         )
     counts: dict[str, int] = {}

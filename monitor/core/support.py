@@ -22,6 +22,8 @@ def support_note(groups_evaluated: int, groups_total: int, min_denominator: floa
     '4 of 12 groups evaluated'
     >>> support_note(2, 10, 40.0)
     '2 of 10 groups evaluated: rests on two groups, the smaller of only dozens of records'
+    >>> support_note(2, 2, 3500.0)
+    '2 of 2 groups evaluated'
     >>> support_note(5, 10, 60.0)
     '5 of 10 groups evaluated: the smallest has only dozens of records'
     """
@@ -31,7 +33,7 @@ def support_note(groups_evaluated: int, groups_total: int, min_denominator: floa
     dozens = math.isfinite(min_denominator) and min_denominator < DOZENS_BELOW
     if groups_evaluated < 2:
         return head + ": fewer than two groups reach the support rule"
-    if groups_evaluated == 2:
+    if groups_evaluated == 2 and groups_total > 2:  # a two-group attribute always does
         tail = ", the smaller of only dozens of records" if dozens else ""
         return f"{head}: rests on two groups{tail}"
     if dozens:
