@@ -21,7 +21,6 @@ Example (TOML)::
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import json
@@ -516,7 +515,7 @@ class MonitorConfig(_Strict):
                     f"{INTERSECTION_CODE_SEP!r} make two combinations share a code"
                 )
 
-    @functools.cached_property
+    @property
     def grid_attributes(self) -> list[AttributeConfig]:
         """The audited attributes: the configured ones, then one per ``[[intersections]]``
         entry whose groups are the combinations (:func:`intersection_groups`). Records carry
@@ -532,6 +531,14 @@ class MonitorConfig(_Strict):
             for inter in self.intersections
         ]
         return [*self.attributes, *derived]
+
+    def with_intersections(self, intersections: list[IntersectionConfig]) -> MonitorConfig:
+        """This config with other ``[[intersections]]``, validated again (model_copy would
+        not check them)."""
+        data = self.model_dump(by_alias=True, exclude={"intersections"})
+        return MonitorConfig.model_validate(
+            {**data, "intersections": [i.model_dump() for i in intersections]}
+        )
 
     def intersection_parts(self, name: str) -> tuple[str, ...] | None:
         """The attributes an audited attribute intersects (None: a configured attribute)."""
