@@ -145,6 +145,10 @@ class CellPoint:
     n_pass: int | None = None
     K: int | None = None
     suppressed: bool = False  # window_n < SMALL_CELL: no figure (nor tier) may be shown
+    #: "4 of 12 groups evaluated" and whether it rests on two groups or dozens (issue 24)
+    support_note: str = ""
+    #: N* not reached: the time this volume needs, e.g. "about 14 weeks at this volume"
+    time_to_reliable: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -372,6 +376,7 @@ def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPo
         n_pass=None if small else _int(r.get("n_pass")),
         K=_int(r.get("K")),
         suppressed=small,
+        support_note="" if small else str(r.get("support_note") or ""),
     )
 
 
@@ -407,6 +412,8 @@ def cell_from_audit(c: AuditCell) -> CellPoint:
         n_pass=None if small else c.n_pass,
         K=c.K,
         suppressed=small,
+        support_note="" if small else c.support_note,
+        time_to_reliable="" if small else c.time_to_reliable,
     )
 
 
@@ -837,6 +844,11 @@ def _set_axes(c: duckdb.DuckDBPyConnection, mr: ModelReport) -> tuple[bool, bool
     eq, small_eq = _latest_axis(c, "equilense", mr.model_id)
     if a2 is not None:
         mr.n_star = list(a2)
+        waits = {(x.metric, x.attribute): x.to_reliable.text for x in a2 if x.to_reliable}
+        mr.cells = [
+            replace(p, time_to_reliable=waits.get(p.key, "")) if not p.suppressed else p
+            for p in mr.cells
+        ]
     if a3 is not None:
         mr.axis3 = axis3_summary(a3)
     if eq is not None:
@@ -896,7 +908,7 @@ def _read_model(
 
     confirmed = [e for e in events if e.confirmed]
     keep = {e.evaluation for e in confirmed}
-    mr.cells = [shown(p) for p in latest]
+    mr.cells = [shown(p) for p in mr.cells]  # latest, with _set_axes's time to N*
     mr.history = {k: _downsample([shown(p) for p in v], keep) for k, v in history.items()}
     mr.events = confirmed
     mr.raw_events = len(events) - len(confirmed)
