@@ -92,7 +92,7 @@ class AuditCell:
 
     @property
     def support_note(self) -> str:
-        """"4 of 12 groups evaluated", and whether the cell rests on two groups or dozens."""
+        """The support in words ("4 of 12 groups evaluated"; two groups; dozens)."""
         return support_note(self.groups_evaluated, self.groups_total, self.min_denominator)
 
     @property

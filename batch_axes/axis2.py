@@ -533,8 +533,8 @@ def _two_figures(x: float) -> int:
     smallest group's figure must not be a record count to the unit)."""
     if x < 1:
         return 1
-    digits = int(math.floor(math.log10(x))) - 1
-    return int(round(x, -digits)) if digits > 0 else int(round(x))
+    digits = math.floor(math.log10(x)) - 1
+    return int(round(x, -digits)) if digits > 0 else round(x)
 
 
 def with_time_to_reliable(
@@ -558,7 +558,6 @@ def with_time_to_reliable(
         est = time_to_reliable(cell, smallest, cohort_days.get(cell.model_id), cv_cutoff)
         out.append(replace(cell, to_reliable=est))
     return out
-
 
 
 def published_axis2(cell: Axis2Cell) -> dict[str, Any]:

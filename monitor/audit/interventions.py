@@ -283,9 +283,8 @@ class _State:
         for (ai, gi), t in sorted(self.listed.items()):
             g = self.groups[ai]
             by_attr.setdefault(g.name, {})[g.codes[gi]] = t
-        return ThresholdPlan(
-            self.base, tuple(g.name for g in self.groups[: self.owners]), by_attr
-        )
+        owners = tuple(g.name for g in self.groups[: self.owners])
+        return ThresholdPlan(self.base, owners, by_attr)
 
 
 @dataclass(frozen=True)

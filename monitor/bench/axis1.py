@@ -281,8 +281,14 @@ def intersections_bench(
 
 
 def _intersection_oracle(
-    cfg: MonitorConfig, named: set[str], results: list, window: int, models: int, K: int,
-    N: int, seed: int,
+    cfg: MonitorConfig,
+    named: set[str],
+    results: list,
+    window: int,
+    models: int,
+    K: int,
+    N: int,
+    seed: int,
 ) -> list[float]:
     """|VFR engine - VFR oracle| of the first model's intersection cells: the oracle
     resamples records grouped by the intersection codes of each record."""

@@ -97,10 +97,11 @@ def cell_sentence(c: CellPoint, tau: float, n_field: int, kappa_cutoff: float) -
         parts[-1] = parts[-1][:-1] + f", more than the {n_field:,} a site can audit."
     if c.time_to_reliable and c.n_star is not None and math.isinf(c.n_star):
         parts.append(reliable_wait_sentence(c.time_to_reliable))
-    if c.support_note and (":" in c.support_note or _partly(c.support_note) or "_x_" in c.attribute):
+    note = c.support_note
+    if note and (":" in note or _partly(note) or "_x_" in c.attribute):
         # every intersection says how many of its groups it rests on; an attribute only
         # when some group is left out or the support is thin
-        parts.append(c.support_note[0].upper() + c.support_note[1:] + ".")
+        parts.append(note[0].upper() + note[1:] + ".")
     if c.kappa is not None:
         band = landis_koch_band(c.kappa)
         if c.kappa < kappa_cutoff:

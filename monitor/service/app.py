@@ -25,7 +25,7 @@ import pandas as pd
 
 from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import EquiLenseResult
-from batch_axes.runner import run_axis2, run_axis3, run_equilense
+from batch_axes.runner import cohort_days, run_axis2, run_axis3, run_equilense
 from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.core.drift import DriftBook, ModelHealth
