@@ -17,6 +17,9 @@ Example (TOML)::
     [metrics.DI]
     threshold = 0.8
     direction = ">="
+
+    [[intersections]]
+    attributes = ["race", "sex"]   # audited as the attribute race_x_sex
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 import tomllib
@@ -156,17 +160,9 @@ class AttributeConfig(_Strict):
 INTERSECTION_CODE_SEP = ":"
 #: Joins the group labels into the readable name of an intersection group ("Black x Female").
 INTERSECTION_LABEL_SEP = " x "
-#: The intersections the bench runs and the shipped example config names (docs/decisions.md
-#: "Intersectional cells"); the built-in default configures none.
+#: The intersections `bench axis1` adds and the README's Diabetes-130 figures use
+#: (docs/decisions.md "Intersectional cells"); the built-in default configures none.
 DEFAULT_INTERSECTIONS: tuple[tuple[str, ...], ...] = (("race", "sex"), ("race", "age_group"))
-
-
-def np_product(sizes: Any) -> int:
-    """The product of some sizes (math.prod, named for what it counts here)."""
-    out = 1
-    for n in sizes:
-        out *= n
-    return out
 
 
 def intersection_name(attributes: tuple[str, ...] | list[str]) -> str:
@@ -509,7 +505,7 @@ class MonitorConfig(_Strict):
                 )
             seen.add(inter.name)
             parts = [self.attribute(a) for a in inter.attributes]
-            if len(intersection_groups(parts)) != np_product(len(a.groups) for a in parts):
+            if len(intersection_groups(parts)) != math.prod(len(a.groups) for a in parts):
                 raise ValueError(
                     f"intersections.{i}.attributes: group codes containing "
                     f"{INTERSECTION_CODE_SEP!r} make two combinations share a code"

@@ -123,3 +123,10 @@ def test_streamed_intersection_cells_equal_the_offline_engine_and_survive_a_rest
     s2 = Store(path, CFG)
     feed(Pipeline(CFG, s2), payloads[999:])  # windows rebuilt from the stored attributes
     pd.testing.assert_frame_equal(stored_results(ref), stored_results(s2))
+
+
+def test_codes_whose_joins_collide_are_refused():
+    attrs = [{"name": "a", "groups": {"1:2": "x", "1": "y"}},
+             {"name": "b", "groups": {"3": "p", "2:3": "q"}}]  # fmt: skip
+    with pytest.raises(ConfigError, match=r"intersections\.0\.attributes.*share a code"):
+        config_from_mapping({"attributes": attrs, "intersections": [{"attributes": ["a", "b"]}]})
