@@ -17,12 +17,16 @@ from typing import Any
 
 from monitor.core.numbers import as_float, float_or_none
 from monitor.core.privacy import SMALL_CELL_LABEL, published_cell, reportable, rounded_count
+from monitor.core.support import support_note
 from monitor.core.tiers import Tier, TierResult
 
 #: Columns that stay when a cell's figures are withheld (identity and configuration).
 AUDIT_IDENTITY = frozenset(
-    {"model_id", "metric", "attribute", "threshold", "direction", "K", "groups_left_out"}
-)
+    {
+        "model_id", "metric", "attribute", "threshold", "direction", "K", "groups_left_out",
+        "groups_total",
+    }
+)  # fmt: skip
 
 
 def _joined(axes: tuple[str, ...]) -> str:
@@ -39,7 +43,7 @@ def _inf_word(x: float | None) -> float | str | None:
 
 
 def _int_or_none(x: Any) -> int | None:
-    return None if x in (None, "") else int(x)
+    return None if x in (None, "") else int(float(x))
 
 
 def _none_or_float(x: Any) -> float | None:
@@ -92,6 +96,19 @@ class AuditCell:
     def evaluable(self) -> bool:
         return self.tier.evaluable
 
+    #: groups whose rates entered ``value``, of the attribute's (issue 24)
+    groups_evaluated: int = 0
+    groups_total: int = 0
+    #: N* not reached: how long this volume needs (batch_axes.axis2.TimeToReliable)
+    time_to_reliable: str = ""
+    #: the cohort size that would reach N* (with time_to_reliable)
+    records_to_reliable: int | None = None
+
+    @property
+    def support_note(self) -> str:
+        """The support in words ("4 of 12 groups evaluated"; two groups; dozens)."""
+        return support_note(self.groups_evaluated, self.groups_total, self.min_denominator)
+
     @property
     def withheld(self) -> bool:
         return not reportable(self.cohort_n)
@@ -136,6 +153,11 @@ class AuditCell:
             "records_needed": self.records_needed,
             "records_needed_groups": " ".join(self.records_needed_groups),
             "kappa_reason": self.kappa_reason,
+            "groups_evaluated": self.groups_evaluated,
+            "groups_total": self.groups_total,
+            "support_note": self.support_note,
+            "time_to_reliable": self.time_to_reliable,
+            "records_to_reliable": self.records_to_reliable,
         }
         out = published_cell(row, self.cohort_n, AUDIT_IDENTITY)
         if not self.withheld:
@@ -153,6 +175,7 @@ class AuditCell:
             "direction": str(d["direction"]),
             "K": int(d["K"]),
             "groups_left_out": _split(d.get("groups_left_out"), " "),
+            "groups_total": int(d.get("groups_total") or 0),
         }
         if d.get("cohort_n") == SMALL_CELL_LABEL or d.get("cohort_n") is None:
             return cls(
@@ -194,4 +217,7 @@ class AuditCell:
             records_needed=_int_or_none(d.get("records_needed")),
             records_needed_groups=_split(d.get("records_needed_groups"), " "),
             kappa_reason=str(d.get("kappa_reason") or ""),
+            groups_evaluated=int(d.get("groups_evaluated") or 0),
+            time_to_reliable=str(d.get("time_to_reliable") or ""),
+            records_to_reliable=_int_or_none(d.get("records_to_reliable")),
         )

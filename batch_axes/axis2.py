@@ -53,7 +53,7 @@ import math
 import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -61,7 +61,13 @@ import numpy as np
 from monitor.config import MIN_GROUP_SUPPORT, MetricRule
 from monitor.core.axis1 import MAX_UNDEFINED_SHARE, defined_moments
 from monitor.core.counts import CountTable
-from monitor.core.metrics import METRICS, NEEDS_BINS, Tallies
+from monitor.core.metrics import (
+    METRICS,
+    NEEDS_BINS,
+    Tallies,
+    smallest_denominator,
+    tallies_from_table,
+)
 from monitor.core.numbers import as_float, finite_or_none
 from monitor.core.privacy import published_size
 
@@ -113,6 +119,44 @@ class CurvePoint(NamedTuple):
         )
 
 
+#: Beyond this many days a verdict is "not within a year" (docs/decisions.md
+#: "Intersectional cells": time to a reliable verdict).
+YEAR_DAYS = 365.0
+
+
+@dataclass(frozen=True)
+class TimeToReliable:
+    """How long this volume needs to reach N*, for a cell whose N* is not reached.
+
+    ``records_needed``: the cohort size at which the CV would fall below the cutoff,
+    extrapolated from the cell's CV curve (:func:`records_for_cutoff`); ``group_needed``:
+    the records its smallest evaluated group (smallest rate denominator) would hold then;
+    ``days``: how long that group takes to arrive at its rate over the cohort's days. All
+    None with a ``text`` saying why when no estimate is possible.
+    """
+
+    records_needed: int | None
+    group_needed: int | None
+    days: float | None
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records_needed": self.records_needed,
+            "group_needed": self.group_needed,
+            "days": self.days,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TimeToReliable:
+        days = d.get("days")
+        return cls(
+            d.get("records_needed"), d.get("group_needed"),
+            None if days is None else float(days), str(d.get("text") or ""),
+        )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Axis2Cell:
     """Everything Axis 2 says about one (model, metric, attribute) cell."""
@@ -125,6 +169,8 @@ class Axis2Cell:
     reached: bool
     fails: bool  # n_star > n_field
     curve: tuple[CurvePoint, ...]
+    #: N* not reached: how long at this volume (None: reached, or not computed)
+    to_reliable: TimeToReliable | None = None
 
     @property
     def n_star_text(self) -> str:
@@ -149,6 +195,7 @@ class Axis2Cell:
             "reached": self.reached,
             "fails": self.fails,
             "curve": [p.to_dict() for p in self.curve],
+            "to_reliable": None if self.to_reliable is None else self.to_reliable.to_dict(),
         }
 
     @classmethod
@@ -165,6 +212,9 @@ class Axis2Cell:
             reached=bool(d.get("reached", n_star is not None)),
             fails=bool(d["fails"]),
             curve=tuple(CurvePoint.from_dict(p) for p in d.get("curve") or ()),
+            to_reliable=(
+                TimeToReliable.from_dict(d["to_reliable"]) if d.get("to_reliable") else None
+            ),
         )
 
 
@@ -419,6 +469,99 @@ def axis2(
 
 
 # ----------------------------------------------------------------------------- timing
+def records_for_cutoff(curve: Sequence[CurvePoint], cohort_n: int, cv_cutoff: float) -> float:
+    """The audit size at which the CV would fall below ``cv_cutoff``: NaN when the curve
+    has no finite, positive CV to extrapolate from.
+
+    A subsample of N from a cohort of N_c (without replacement) has CV close to
+    c * sqrt(1/N - 1/N_c): the 1/sqrt(N) law of a mean with the finite-population
+    correction (the curve of a Diabetes-130 cell follows it: the CV at 50,000 of
+    76,250 records is about half the CV at 25,000, not 1/sqrt(2) of it). c is the mean
+    of CV_i / sqrt(1/N_i - 1/N_c) over the evaluated sizes of at least half the largest
+    one: at smaller sizes groups drop below the support rule, so the metric is over
+    other groups and its CV follows another curve. An audit of N records from the
+    population has CV c / sqrt(N), so N = (c / cutoff)^2.
+
+    >>> pts = [CurvePoint(1000, 20 * (1/1000 - 1/8000) ** 0.5, 1, 1, 0)]
+    >>> round(records_for_cutoff(pts, 8000, 0.05))
+    160000
+    """
+    usable = [p for p in curve if math.isfinite(p.cv) and p.cv > 0 and p.size < cohort_n]
+    if not usable:
+        return math.nan
+    largest = max(p.size for p in usable)
+    ratios = [
+        p.cv / math.sqrt(1.0 / p.size - 1.0 / cohort_n) for p in usable if 2 * p.size >= largest
+    ]
+    c = sum(ratios) / len(ratios)
+    return (c / cv_cutoff) ** 2
+
+
+def _about(days: float) -> str:
+    if days > YEAR_DAYS:
+        return "not within a year"
+    if days < 14:
+        return f"about {max(1, round(days))} days at this volume"
+    return f"about {round(days / 7)} weeks at this volume"
+
+
+def time_to_reliable(
+    cell: Axis2Cell, smallest_group_n: float, cohort_days: float | None, cv_cutoff: float
+) -> TimeToReliable:
+    """:class:`TimeToReliable` of a cell whose N* is not reached.
+
+    ``smallest_group_n``: the smallest rate denominator among the cell's evaluated groups
+    in the cohort (NaN: fewer than two groups evaluated); ``cohort_days``: the span of the
+    cohort's event times. The smallest group needs ``records_needed * share`` records
+    (share = its records over the cohort's); it arrives at ``smallest_group_n /
+    cohort_days`` a day. The days equal records_needed / the cohort's daily volume while
+    the composition holds; the smallest group is named because it is the one that has
+    to grow.
+    """
+    needed = records_for_cutoff(cell.curve, cell.cohort_n, cv_cutoff)
+    if not math.isfinite(needed):
+        return TimeToReliable(None, None, None, "not estimable: no CV below the cohort size")
+    if not (math.isfinite(smallest_group_n) and smallest_group_n > 0):
+        return TimeToReliable(None, None, None, "not estimable: fewer than two groups evaluated")
+    if not cohort_days or cohort_days <= 0:
+        return TimeToReliable(None, None, None, "not estimable: the cohort spans no time")
+    group_needed = needed * smallest_group_n / cell.cohort_n
+    days = group_needed / (smallest_group_n / cohort_days)
+    return TimeToReliable(
+        _two_figures(needed), _two_figures(group_needed), round(days, 1), _about(days)
+    )
+
+
+def _two_figures(x: float) -> int:
+    """An estimate rounded to two significant figures (it is an extrapolation, and the
+    smallest group's figure must not be a record count to the unit)."""
+    if x < 1:
+        return 1
+    digits = math.floor(math.log10(x)) - 1
+    return int(round(x, -digits)) if digits > 0 else round(x)
+
+
+def with_time_to_reliable(
+    cells: Sequence[Axis2Cell],
+    tables: Mapping[tuple[str, str], CountTable],
+    cohort_days: Mapping[str, float | None],
+    cv_cutoff: float,
+    min_group_support: int = MIN_GROUP_SUPPORT,
+) -> list[Axis2Cell]:
+    """The cells with :attr:`Axis2Cell.to_reliable` set where N* is not reached
+    (``cohort_days``: model id -> span of its cohort in days)."""
+    out = []
+    for cell in cells:
+        if cell.reached:
+            out.append(cell)
+            continue
+        table = tables[(cell.model_id, cell.attribute)]
+        t = tallies_from_table(table)
+        support = table.group_counts() >= min_group_support
+        smallest = float(smallest_denominator(cell.metric, t, support, min_group_support))
+        est = time_to_reliable(cell, smallest, cohort_days.get(cell.model_id), cv_cutoff)
+        out.append(replace(cell, to_reliable=est))
+    return out
 
 
 def published_axis2(cell: Axis2Cell) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from batch_axes.audit_cell import AuditCell
-from batch_axes.axis2 import Axis2Cell, axis2
+from batch_axes.axis2 import Axis2Cell, axis2, with_time_to_reliable
 from batch_axes.axis3 import Axis3Result, axis3, axis3_from_counts, hospital_folds
 from batch_axes.cohort_counts import CohortCounts
 from batch_axes.equilense import (
@@ -35,18 +35,35 @@ from monitor.config import MonitorConfig
 from monitor.core.axis1 import CellResult
 from monitor.core.counts import CountTable
 from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
-from monitor.core.tables import group_index
+from monitor.core.tables import attribute_groups
 from monitor.core.tiers import cell_tier
 
 Tables = Mapping[tuple[str, str], CountTable]
 
 
-def run_axis2(tables: Tables, config: MonitorConfig) -> list[Axis2Cell]:
+def run_axis2(
+    tables: Tables, config: MonitorConfig, cohort_days: Mapping[str, float | None] | None = None
+) -> list[Axis2Cell]:
+    """Axis 2 of every cell; with ``cohort_days`` (model -> span of its cohort's event
+    times in days), each cell whose N* is not reached says how long this volume needs."""
     a = config.axis2
-    return axis2(
+    ms = config.axis1.min_group_support
+    cells = axis2(
         tables, config.metrics, sizes=a.sizes, R=a.R, cv_cutoff=a.cv_cutoff, n_field=a.n_field,
-        min_group_support=config.axis1.min_group_support, seed=config.axis1.seed,
+        min_group_support=ms, seed=config.axis1.seed,
     )  # fmt: skip
+    if cohort_days is None:
+        return cells
+    return with_time_to_reliable(cells, tables, cohort_days, a.cv_cutoff, ms)
+
+
+def cohort_days(records: pd.DataFrame) -> dict[str, float | None]:
+    """Per model, the span of its records' event times in days (None without times)."""
+    if "event_time" not in records:
+        return {}
+    times = pd.to_datetime(records["event_time"], utc=True)
+    span = times.groupby(records["model_id"]).agg(lambda t: (t.max() - t.min()).total_seconds())
+    return {str(m): float(v) / 86_400 for m, v in span.items()}
 
 
 def run_axis3(model_id: str, records: pd.DataFrame, config: MonitorConfig) -> Axis3Result:
@@ -58,8 +75,8 @@ def run_axis3(model_id: str, records: pd.DataFrame, config: MonitorConfig) -> Ax
         records["label"].to_numpy(np.int64),
         records["decision"].to_numpy(np.int64),
         records["score"].to_numpy(np.float64),
-        {a.name: group_index(records[a.name].to_numpy(), a) for a in config.attributes},
-        config.attributes,
+        attribute_groups(records, config),
+        config.grid_attributes,
         config.metrics,
         min_group_support=config.axis1.min_group_support,
         bins=config.axis1.score_bins,
@@ -121,6 +138,10 @@ def combine_cell(
         records_needed=a1.records_needed,
         records_needed_groups=a1.records_needed_groups,
         kappa_reason=cell3.kappa_reason if cell3 else "",
+        groups_evaluated=a1.groups_evaluated,
+        groups_total=a1.groups_total,
+        time_to_reliable=a2.to_reliable.text if a2 and a2.to_reliable else "",
+        records_to_reliable=a2.to_reliable.records_needed if a2 and a2.to_reliable else None,
     )
 
 

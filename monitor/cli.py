@@ -528,7 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=_cmd_bench)
 
     a = sub.add_parser("audit", help="all axes, tiers and EquiLense on a scored cohort file")
-    a.add_argument("--input", required=True, help="scored cohort, .csv or .parquet")
+    a.add_argument("--input", required=True, help="scored cohort, .csv or .parquet, or "
+                   "'diabetes130' (the shipped file, scored as the demo scores it)")  # fmt: skip
     a.add_argument("--config", default=None, help="TOML config (column/code mapping in [input])")
     a.add_argument("--out", required=True, help="output directory")
     a.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

@@ -151,7 +151,7 @@ def tier_grid(
     cells: list[CellEvaluation], config: MonitorConfig, models: list[str]
 ) -> list[str]:
     """Per model: metric rows x attribute columns, 'verdict/tier' ('~' = flip rate above tau)."""
-    attrs = [a.name for a in config.attributes]
+    attrs = [a.name for a in config.grid_attributes]
     by_key = {c.key: c for c in cells}
     lines = []
     for model in models:

@@ -60,6 +60,7 @@ from monitor.core.privacy import (
     published_size,
     rounded_rate,
 )
+from monitor.core.tables import grid_groups
 from monitor.stream.schema import decision_thresholds
 
 #: The built-in cohort name accepted by --input (monitor.data.datasets.diabetes130).
@@ -226,22 +227,28 @@ class Part:
 
     labels: np.ndarray
     columns: dict[str, np.ndarray]  # attribute -> codes (object)
+    #: the configured attributes, then the ``[[intersections]]`` (grid_attributes order)
     groups: list[GroupCodes]
     hospital_id: np.ndarray | None
     X: np.ndarray
+    #: how many of ``groups`` are configured attributes (they own per-group thresholds)
+    owners: int = 0
 
 
 def make_part(frame: pd.DataFrame, rows: np.ndarray, cohort: FeatureCohort) -> Part:
     sub = frame.iloc[rows]
     cfg = cohort.config
     columns = {a.name: sub[a.name].to_numpy(dtype=object) for a in cfg.attributes}
-    groups = [
-        GroupCodes(a.name, a.codes, pd.Index(list(a.codes)).get_indexer(columns[a.name]))
-        for a in cfg.attributes
-    ]
+    index = grid_groups(
+        {a.name: pd.Index(list(a.codes)).get_indexer(columns[a.name]) for a in cfg.attributes},
+        cfg,
+    )
+    groups = [GroupCodes(a.name, a.codes, index[a.name]) for a in cfg.grid_attributes]
     hosp = sub["hospital_id"].to_numpy(dtype=object) if cohort.has_hospitals else None
     X = sub[list(cohort.features)].to_numpy(dtype=np.float64)
-    return Part(sub["label"].to_numpy(np.int64), columns, groups, hosp, X)
+    return Part(
+        sub["label"].to_numpy(np.int64), columns, groups, hosp, X, owners=len(cfg.attributes)
+    )
 
 
 def _round(x: float | None, nd: int = 4) -> float | None:
@@ -453,7 +460,7 @@ def run_interventions(
     _say(progress, "B3: threshold search on the validation split")
     s_val, s_audit = scores["B1"]
     groups_kw = dict(target=min(iv.di_target + iv.di_search_margin, 1.0), step=iv.threshold_step,
-                     min_support=cfg.axis1.min_group_support)  # fmt: skip
+                     min_support=cfg.axis1.min_group_support, owners=val.owners)  # fmt: skip
     b3: SearchResult = search_thresholds(
         s_val, val.labels, val.groups, base=base, max_steps=iv.search_max_steps, **groups_kw
     )
@@ -619,7 +626,7 @@ def write_report(report: InterventionReport, out_dir: str | Path) -> dict[str, P
         "table5": "table5_di.csv", "table6": "table6_audit.csv", "json": "baselines.json",
         "cells": "cells.csv", "movement": "vfr_movement.csv", "sweep": "lambda_sweep.csv",
         "b3": "decision_b3.toml", "b4": "decision_b4.toml"}.items()}  # fmt: skip
-    attrs = [a.name for a in report.config.attributes]
+    attrs = [a.name for a in report.config.grid_attributes]
     _csv(paths["table5"], table5_rows(report), ["baseline", "method", *attrs, "pass"])
     _csv(paths["table6"], table6_rows(report), TABLE6_COLUMNS)
     _csv(paths["cells"],
@@ -645,7 +652,7 @@ def write_report(report: InterventionReport, out_dir: str | Path) -> dict[str, P
 
 def format_tables(report: InterventionReport) -> str:
     """The printed Tables 5 and 6."""
-    attrs = [a.name for a in report.config.attributes]
+    attrs = [a.name for a in report.config.grid_attributes]
     lines = [
         "Table 5: DI per attribute (audit split)",
         f"{'baseline':<24}" + "".join(f"{a[:10]:>11}" for a in attrs) + f"{'pass':>7}",

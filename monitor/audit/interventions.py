@@ -205,10 +205,15 @@ class _State:
         groups: Sequence[GroupCodes],
         base: float,
         min_support: int,
+        owners: int | None = None,
     ):
         self.s = scores
         self.y = labels
+        #: every checked attribute (DI); the first ``owners`` may own thresholds, the rest
+        #: (intersections) are only checked: the service's per-group thresholds are per
+        #: configured attribute (docs/decisions.md, "Intersectional cells")
         self.groups = list(groups)
+        self.owners = len(self.groups) if owners is None else owners
         self.base = base
         self.n = len(scores)
         self.thr = np.full(self.n, base)
@@ -216,7 +221,7 @@ class _State:
         self.listed: dict[tuple[int, int], float] = {}
         self.members = {
             (ai, gi): g.index == gi
-            for ai, g in enumerate(self.groups)
+            for ai, g in enumerate(self.groups[: self.owners])
             for gi in range(len(g.codes))
         }
         self.supported = [g.counts >= min_support for g in self.groups]
@@ -278,7 +283,8 @@ class _State:
         for (ai, gi), t in sorted(self.listed.items()):
             g = self.groups[ai]
             by_attr.setdefault(g.name, {})[g.codes[gi]] = t
-        return ThresholdPlan(self.base, tuple(g.name for g in self.groups), by_attr)
+        owners = tuple(g.name for g in self.groups[: self.owners])
+        return ThresholdPlan(self.base, owners, by_attr)
 
 
 @dataclass(frozen=True)
@@ -300,7 +306,7 @@ _MOVES = (1, 2, 5, 10)
 
 def _candidates(state: _State, step: float) -> list[tuple[int, int, float]]:
     out = []
-    for ai, g in enumerate(state.groups):
+    for ai, g in enumerate(state.groups[: state.owners]):
         for gi in range(len(g.codes)):
             if not state.supported[ai][gi]:
                 continue  # a group left out of DI gets no threshold of its own
@@ -323,8 +329,12 @@ def search_thresholds(
     step: float = 0.01,
     min_support: int = MIN_GROUP_SUPPORT,
     max_steps: int = 2_000,
+    owners: int | None = None,
 ) -> SearchResult:
     """B3: per-group thresholds with DI >= target on every attribute at the best accuracy found.
+
+    ``owners``: the first that many of ``groups`` get thresholds (the configured
+    attributes); the others (intersections) are only held to the DI target.
 
     Greedy on the given (validation) rows only. Phase 1 reaches the DI target:
     each step takes the move with the largest reduction of the DI shortfall per
@@ -332,7 +342,7 @@ def search_thresholds(
     each step takes the move that gains the most accuracy while every DI still
     meets the target. A heuristic, not a global optimum: it is written down as such.
     """
-    st = _State(scores, labels, groups, base, min_support)
+    st = _State(scores, labels, groups, base, min_support, owners)
     steps = 0
     while not st.feasible(st.pos, target) and steps < max_steps:
         d0 = st.deficit(st.pos, target)
@@ -398,6 +408,7 @@ def refine_thresholds(
     step: float = 0.01,
     min_support: int = MIN_GROUP_SUPPORT,
     max_steps: int = 300,
+    owners: int | None = None,
 ) -> RefineResult:
     """B4: move B3's thresholds back toward the base one while DI holds and VFR does not worsen.
 
@@ -407,7 +418,7 @@ def refine_thresholds(
     now; ties go to the higher accuracy. Stops when no move qualifies. Every move is
     toward ``base``, so the walk ends.
     """
-    st = _State(scores, labels, groups, start.base, min_support)
+    st = _State(scores, labels, groups, start.base, min_support, owners)
     name_pos = {g.name: ai for ai, g in enumerate(groups)}
     for a in start.attributes:
         for code, t in start.thresholds.get(a, {}).items():

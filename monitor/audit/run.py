@@ -13,15 +13,18 @@ import csv
 import json
 import math
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import pandas as pd
+
 from batch_axes.audit_cell import AuditCell
 from batch_axes.equilense import EquiLenseResult, published_equilense
-from batch_axes.runner import combine_cell, run_axis2, run_axis3, run_equilense
+from batch_axes.runner import cohort_days, combine_cell, run_axis2, run_axis3, run_equilense
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
 from monitor.core.axis1 import run_axis1
@@ -35,7 +38,8 @@ CELL_COLUMNS = (
     "partial", "pending_axes", "threshold", "direction", "n_pass", "K", "resample_n",
     "cohort_n", "groups_left_out", "n_star_reached", "kappa_degenerate", "axis3_note",
     "min_denominator", "n_undefined", "evaluable", "not_evaluable_reason", "records_needed",
-    "records_needed_groups", "kappa_reason",
+    "records_needed_groups", "kappa_reason", "groups_evaluated", "groups_total", "support_note",
+    "time_to_reliable", "records_to_reliable",
 )  # fmt: skip
 
 
@@ -70,10 +74,36 @@ class Progress:
         return out
 
 
+#: The built-in cohort ``--input`` accepts: the shipped UCI file, scored as the demo scores it.
+DIABETES130 = "diabetes130"
+
+
+def diabetes130_file(config: MonitorConfig, directory: Path, seed: int = 0) -> MonitorConfig:
+    """Write the shipped Diabetes-130 file, scored by the demo's model (one XGBoost on a
+    seeded 25 % split, the rest scored: monitor.data.scorer.dataset_stream), to
+    ``directory/scored.csv``; return ``config`` with the file's attributes (its
+    ``[[intersections]]`` and everything else kept)."""
+    from monitor.data.datasets.diabetes130 import load_diabetes130
+    from monitor.data.scorer import dataset_stream
+
+    ds = load_diabetes130()
+    frame = dataset_stream(ds, seed).frame
+    feats = pd.DataFrame(list(frame.pop("features")), index=frame.index)
+    frame.join(feats).to_csv(directory / "scored.csv", index=False)
+    data = config.model_dump(by_alias=True)
+    data["attributes"] = ds.attributes
+    return MonitorConfig.model_validate(data)
+
+
 def run_audit(
     path: str | Path, config: MonitorConfig, progress: Progress | None = None
 ) -> AuditReport:
-    """Run every axis on a cohort file; raises AuditInputError on bad input."""
+    """Run every axis on a cohort file (or ``diabetes130``: :func:`diabetes130_file`);
+    raises AuditInputError on bad input."""
+    if str(path) == DIABETES130:
+        with tempfile.TemporaryDirectory(prefix="vfr-audit-") as tmp:
+            cfg = diabetes130_file(config, Path(tmp))
+            return run_audit(Path(tmp) / "scored.csv", cfg, progress)
     prog = progress or Progress(enabled=False)
     cohort: AuditCohort = prog.step(
         "read and validate input", lambda: load_audit_cohort(path, config)
@@ -82,7 +112,10 @@ def run_audit(
     a1 = prog.step(
         "axis 1: verdict flip rate", lambda: run_axis1(tables, config, config.axis1.seed)
     )
-    a2 = prog.step("axis 2: minimum audit size", lambda: run_axis2(tables, config))
+    a2 = prog.step(
+        "axis 2: minimum audit size",
+        lambda: run_axis2(tables, config, cohort_days(cohort.records)),
+    )
     a3 = prog.step(
         "axis 3: hospital agreement",
         lambda: {
@@ -134,13 +167,14 @@ def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
 
 def format_summary(report: AuditReport) -> str:
     """The printed table: one line per cell, then counts per tier."""
-    head = f"{'model':<14}{'metric':<8}{'attribute':<12}{'value':>8} {'verdict':>8}{'VFR':>7}"
+    w = max([12, *(len(c.attribute) + 1 for c in report.cells)])  # intersections are long
+    head = f"{'model':<14}{'metric':<8}{'attribute':<{w}}{'value':>8} {'verdict':>8}{'VFR':>7}"
     head += f"{'N*':>9}{'kappa':>8}  tier"
     lines = [head, "-" * len(head)]
     for c in report.cells:
         if c.withheld:  # fewer than 11 records
             lines.append(
-                f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute[:11]:<12}"
+                f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute:<{w}}"
                 f"{SMALL_CELL_LABEL:>8} {SMALL_CELL_LABEL:>8}{SMALL_CELL_LABEL:>7}"
                 f"{SMALL_CELL_LABEL:>9}{SMALL_CELL_LABEL:>8}  {SMALL_CELL_LABEL}"
             )
@@ -154,7 +188,7 @@ def format_summary(report: AuditReport) -> str:
             verdict, vfr, kappa = "n/e", f"{'-':>7}", "-"
             tier += f": {c.not_evaluable_reason}"
         lines.append(
-            f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute[:11]:<12}{value:>8} "
+            f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute:<{w}}{value:>8} "
             f"{verdict:>8}{vfr}{n_star!s:>9}{kappa:>8}  {tier}"
         )
     counts: dict[str, int] = {}

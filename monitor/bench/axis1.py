@@ -26,7 +26,7 @@ import numba
 import numpy as np
 
 from monitor.bench.synthetic import model_name, synthetic_cohort, synthetic_tables
-from monitor.config import MonitorConfig
+from monitor.config import DEFAULT_INTERSECTIONS, IntersectionConfig, MonitorConfig
 from monitor.core import axis1, sampling
 from monitor.core.axis1 import (
     DrawParams,
@@ -38,6 +38,7 @@ from monitor.core.axis1 import (
     table_rng,
 )
 from monitor.core.metrics import NEEDS_BINS
+from monitor.core.tables import grid_groups
 from monitor.reference.axis1 import reference_axis1
 
 SWEEP_WINDOWS = (1_000, 10_000, 100_000, 1_000_000)
@@ -224,7 +225,90 @@ def run_axis1_bench(
         "speedup": round(oracle_s / fast_s, 1),
         "max_vfr_diff": round(max(diffs), 4) if diffs else None,
         "vfr_tolerance": round(vfr_tolerance(K, oracle_cells), 4),
+        "intersections": intersections_bench(cfg, window, models, K, N, repeats, seed),
     }
+
+
+def with_and_without_intersections(cfg: MonitorConfig) -> tuple[MonitorConfig, MonitorConfig]:
+    """(attribute-only grid, grid with intersections): the config's own
+    ``[[intersections]]``, or the default ones (DEFAULT_INTERSECTIONS) when it has none and
+    names their attributes."""
+    base = cfg.with_intersections([])
+    inters = cfg.intersections
+    if not inters:
+        names = {a.name for a in cfg.attributes}
+        inters = [
+            IntersectionConfig(attributes=i) for i in DEFAULT_INTERSECTIONS if names.issuperset(i)
+        ]
+    return base, cfg.with_intersections(list(inters))
+
+
+def intersections_bench(
+    cfg: MonitorConfig, window: int, models: int, K: int, N: int, repeats: int, seed: int
+) -> dict:
+    """The grid with intersections against the attribute-only grid on the same window:
+    cells, median time and their ratios (the two take turns in every repeat). The cost
+    follows the strata (label x group): race x sex adds 10 groups to the 13 of the
+    four default attributes."""
+    base, inter = with_and_without_intersections(cfg)
+    t_base = synthetic_tables(window, models, seed, base)
+    t_inter = synthetic_tables(window, models, seed, inter)
+    times: dict[str, list[float]] = {"base": [], "inter": []}
+    for r in range(repeats):
+        wall, _, base_results = _run_grid(t_base, base, K, N, seed + r)
+        times["base"].append(wall)
+        wall, _, inter_results = _run_grid(t_inter, inter, K, N, seed + r)
+        times["inter"].append(wall)
+    base_s, inter_s = (statistics.median(times[k]) for k in ("base", "inter"))
+    groups = {a.name: len(a.codes) for a in inter.grid_attributes}
+    named = {a.name for a in base.grid_attributes}
+    diffs = _intersection_oracle(inter, named, inter_results, window, models, K, N, seed)
+    return {
+        "configured": [i.name for i in inter.intersections],
+        "groups": {k: v for k, v in groups.items() if k not in named},
+        "attribute_only_cells": len(base_results),
+        "cells": len(inter_results),
+        "attribute_only_strata": 2 * sum(len(a.codes) for a in base.grid_attributes),
+        "strata": 2 * sum(groups.values()),
+        "attribute_only_fast_s": round(base_s, 6),
+        "fast_s": round(inter_s, 6),
+        "cells_ratio": round(len(inter_results) / len(base_results), 3),
+        "time_ratio": round(inter_s / base_s, 3),
+        "oracle_cells_run": len(diffs),
+        "max_vfr_diff": round(max(diffs), 4) if diffs else None,
+        "vfr_tolerance": round(vfr_tolerance(K, len(diffs)), 4),
+    }
+
+
+def _intersection_oracle(
+    cfg: MonitorConfig,
+    named: set[str],
+    results: list,
+    window: int,
+    models: int,
+    K: int,
+    N: int,
+    seed: int,
+) -> list[float]:
+    """|VFR engine - VFR oracle| of the first model's intersection cells: the oracle
+    resamples records grouped by the intersection codes of each record."""
+    cohort = synthetic_cohort(window, models, seed, cfg)
+    groups = grid_groups(cohort.attributes, cfg)
+    s = cohort.scores[0]
+    d = (s >= cfg.decision.threshold).astype(np.int64)
+    fast = {(r.model_id, r.metric, r.attribute): r for r in results}
+    rng = np.random.default_rng(seed + 2000)
+    diffs = []
+    for a in cfg.grid_attributes:
+        if a.name in named:
+            continue
+        ref = reference_axis1(
+            model_name(0), a.name, a.codes, groups[a.name], cohort.label, d, s, cfg.metrics,
+            K=K, N=N, min_group_support=cfg.axis1.min_group_support,
+            bins=cfg.axis1.score_bins, rng=rng,
+        )  # fmt: skip
+        diffs += [abs(r.vfr - fast[(r.model_id, r.metric, r.attribute)].vfr) for r in ref]
+    return diffs
 
 
 def run_axis1_sweep(

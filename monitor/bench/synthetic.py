@@ -15,6 +15,7 @@ import pandas as pd
 from batch_axes.mppd import scale_features
 from monitor.config import MonitorConfig
 from monitor.core.counts import CountTable
+from monitor.core.tables import grid_groups
 
 #: Composition per attribute (probabilities in configured group order).
 _MIX = {
@@ -74,12 +75,13 @@ def synthetic_tables(
     """Count tables of a synthetic window, built without a record frame (for large n)."""
     cfg = config or MonitorConfig()
     c = synthetic_cohort(n, models, seed, cfg)
+    groups = grid_groups(c.attributes, cfg)  # with the configured intersections
     out = {}
     for m, s in enumerate(c.scores):
         d = (s >= threshold).astype(np.int64)
-        for a in cfg.attributes:
+        for a in cfg.grid_attributes:
             out[(model_name(m), a.name)] = CountTable.from_records(
-                a.codes, c.attributes[a.name], c.label, d, s, cfg.axis1.score_bins
+                a.codes, groups[a.name], c.label, d, s, cfg.axis1.score_bins
             )
     return out
 

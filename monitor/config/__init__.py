@@ -17,12 +17,17 @@ Example (TOML)::
     [metrics.DI]
     threshold = 0.8
     direction = ">="
+
+    [[intersections]]
+    attributes = ["race", "sex"]   # audited as the attribute race_x_sex
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 import os
 import re
 import tomllib
@@ -148,6 +153,59 @@ class AttributeConfig(_Strict):
     @property
     def codes(self) -> tuple[str, ...]:
         return tuple(self.groups)
+
+
+#: Joins the group codes of an intersection's attributes into one code ("2" and "1" of race
+#: and sex: "2:1"); exported as a label value, so no space, quote or backslash.
+INTERSECTION_CODE_SEP = ":"
+#: Joins the group labels into the readable name of an intersection group ("Black x Female").
+INTERSECTION_LABEL_SEP = " x "
+#: The intersections `bench axis1` adds and the README's Diabetes-130 figures use
+#: (docs/decisions.md "Intersectional cells"); the built-in default configures none.
+DEFAULT_INTERSECTIONS: tuple[tuple[str, ...], ...] = (("race", "sex"), ("race", "age_group"))
+
+
+def intersection_name(attributes: tuple[str, ...] | list[str]) -> str:
+    """The attribute name of an intersection: ``("race", "sex")`` -> ``"race_x_sex"``."""
+    return "_x_".join(attributes)
+
+
+def intersection_groups(parts: list[AttributeConfig]) -> dict[str, str]:
+    """The groups of an intersection, code -> readable name, in mixed-radix order (the
+    first attribute varies slowest), so a group's position is
+    ``sum(index_k * stride_k)`` of its parts' positions (monitor.core.tables.grid_groups).
+
+    The one place intersection groups are named; pooled estimates and the "what drives a
+    disparity" sentences use the same names.
+
+    >>> race = AttributeConfig(name="race", groups={"2": "Black", "3": "White"})
+    >>> sex = AttributeConfig(name="sex", groups={"0": "Male", "1": "Female"})
+    >>> intersection_groups([race, sex])["2:1"]
+    'Black x Female'
+    """
+    out: dict[str, str] = {}
+    for combo in itertools.product(*(list(a.groups.items()) for a in parts)):
+        code = INTERSECTION_CODE_SEP.join(c for c, _ in combo)
+        out[code] = INTERSECTION_LABEL_SEP.join(label for _, label in combo)
+    return out
+
+
+class IntersectionConfig(_Strict):
+    """``[[intersections]]``: two or three configured attributes whose combinations are the
+    groups of one more audited attribute (named ``race_x_sex``, groups "Black x Female")."""
+
+    attributes: tuple[str, ...]
+
+    @field_validator("attributes")
+    @classmethod
+    def _two_or_three(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not 2 <= len(v) <= 3 or len(set(v)) != len(v):
+            raise ValueError("two or three different configured attribute names")
+        return v
+
+    @property
+    def name(self) -> str:
+        return intersection_name(self.attributes)
 
 
 class Axis1Config(_Strict):
@@ -412,6 +470,8 @@ class MonitorConfig(_Strict):
     kafka: KafkaConfig | None = None
     embedded: EmbeddedConfig = Field(default_factory=EmbeddedConfig)
     confirm_windows: int = Field(2, ge=1)
+    #: ``[[intersections]]``: audited as attributes of their own (see :attr:`grid_attributes`)
+    intersections: list[IntersectionConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique_names(self) -> MonitorConfig:
@@ -441,7 +501,62 @@ class MonitorConfig(_Strict):
             if attr not in names or code not in self.attribute(attr).codes:
                 raise ValueError(f"equilense.reference.{attr}: unknown attribute or group code")
         self._check_models(names)
+        self._check_intersections(names)
         return self
+
+    def _check_intersections(self, names: list[str]) -> None:
+        """Each intersection names configured attributes, once, and its name is new."""
+        seen: set[str] = set()
+        for i, inter in enumerate(self.intersections):
+            unknown = sorted(set(inter.attributes) - set(names))
+            if unknown:
+                raise ValueError(
+                    f"intersections.{i}.attributes: unknown attributes {unknown}; known: {names}"
+                )
+            if inter.name in names or inter.name in seen:
+                raise ValueError(
+                    f"intersections.{i}.attributes: {inter.name!r} is configured twice or "
+                    "clashes with an attribute name"
+                )
+            seen.add(inter.name)
+            parts = [self.attribute(a) for a in inter.attributes]
+            if len(intersection_groups(parts)) != math.prod(len(a.groups) for a in parts):
+                raise ValueError(
+                    f"intersections.{i}.attributes: group codes containing "
+                    f"{INTERSECTION_CODE_SEP!r} make two combinations share a code"
+                )
+
+    @property
+    def grid_attributes(self) -> list[AttributeConfig]:
+        """The audited attributes: the configured ones, then one per ``[[intersections]]``
+        entry whose groups are the combinations (:func:`intersection_groups`). Records carry
+        only :attr:`attributes`; an intersection's group is derived from them
+        (monitor.core.tables.grid_groups), so it is never input nor stored."""
+        derived = [
+            # built without validation: joined codes may exceed the 64 characters of one
+            # input code (the exporter leaves such a code out of its labels)
+            AttributeConfig.model_construct(
+                name=inter.name,
+                groups=intersection_groups([self.attribute(a) for a in inter.attributes]),
+            )
+            for inter in self.intersections
+        ]
+        return [*self.attributes, *derived]
+
+    def with_intersections(self, intersections: list[IntersectionConfig]) -> MonitorConfig:
+        """This config with other ``[[intersections]]``, validated again (model_copy would
+        not check them)."""
+        data = self.model_dump(by_alias=True, exclude={"intersections"})
+        return MonitorConfig.model_validate(
+            {**data, "intersections": [i.model_dump() for i in intersections]}
+        )
+
+    def intersection_parts(self, name: str) -> tuple[str, ...] | None:
+        """The attributes an audited attribute intersects (None: a configured attribute)."""
+        for inter in self.intersections:
+            if inter.name == name:
+                return inter.attributes
+        return None
 
     def _check_models(self, names: list[str]) -> None:
         """The registry and every field that names a model, attribute or group code."""

@@ -151,6 +151,12 @@ class CellResult:
     raw_vfr: float = math.nan
     raw_dominant_verdict: str | None = None
 
+    #: groups whose rates entered ``value`` (every denominator of the metric at least
+    #: min_group_support in the window), of ``groups_total`` configured: "4 of 12 groups
+    #: evaluated" (issue 24: an intersection's cell says how thin it is)
+    groups_evaluated: int = 0
+    groups_total: int = 0
+
     def stable(self, tau_vfr: float) -> bool:
         """VFR <= tau; a cell that is not evaluable is not stable (it has no verdict)."""
         return self.evaluable and self.vfr <= tau_vfr
@@ -700,6 +706,7 @@ def _evaluate_stacks(
             values = fn(boot, support[:, None, :], ms)  # (M, K)
             point_values = fn(point, support_pt, ms)  # (M,)
             min_den = smallest_denominator(rule.name, point, support_pt, ms)  # (M,)
+            n_eval = supported_groups(rule.name, point, support_pt, ms).sum(axis=-1)  # (M,)
             summary = summarise_draws(values, rule.threshold, rule.direction)
             point_pass = passes(point_values, rule.threshold, rule.direction)
             drivers = _stack_drivers(
@@ -746,6 +753,8 @@ def _evaluate_stacks(
                     records_needed_groups=ev.records_needed_groups,
                     # a cell that is not evaluable has no disparity to explain or pool
                     **(driver_fields(drivers.get(row)) if ev.evaluable else {}),
+                    groups_evaluated=int(n_eval[row]),
+                    groups_total=len(p.table.groups),
                 )
                 if pooled is not None and ev.evaluable:
                     results[(i, rule.name)] = with_pooled(

@@ -14,6 +14,7 @@ from typing import Any
 from monitor.core.axis1 import CellResult
 from monitor.core.events import CellEvent
 from monitor.core.numbers import as_float
+from monitor.core.support import support_note
 from monitor.core.tiers import Tier, TierResult
 
 _FLOAT_FIELDS = frozenset(
@@ -29,7 +30,7 @@ def cell_result_from_dict(d: dict[str, Any]) -> CellResult:
     kw: dict[str, Any] = {}
     for f in fields(CellResult):
         if f.name not in d and f.default is not MISSING:
-            continue
+            continue  # a result stored before the field existed: its default
         v = d.get(f.name)
         if f.name in _FLOAT_FIELDS:
             v = as_float(v)
@@ -100,7 +101,11 @@ class CellEvaluation:
             "kappa": self.kappa,
             "evaluated_at": self.evaluated_at,
             "released": self.released,
-        }
+            "support_note": support_note(
+                self.result.groups_evaluated, self.result.groups_total,
+                self.result.min_denominator,
+            ),
+        }  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CellEvaluation:

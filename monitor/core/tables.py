@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -31,17 +32,49 @@ def group_index(codes: np.ndarray | pd.Series, attribute: AttributeConfig) -> np
         raise ValueError(f"unknown group code for attribute {attribute.name!r}") from exc
 
 
+def grid_groups(groups: Mapping[str, np.ndarray], config: MonitorConfig) -> dict[str, np.ndarray]:
+    """Every audited attribute's group index per record (``config.grid_attributes``) from
+    the configured attributes' indices: an intersection's index is the mixed-radix number
+    of its parts' indices (the order of :func:`monitor.config.intersection_groups`).
+
+    The one place a record's intersection groups are derived: windows (live and rebuilt
+    from the store), cohorts of the scheduled axes and the offline audit all come here,
+    so an intersection is never input or stored. Cost: one multiply-add per part.
+
+    >>> from monitor.config import config_from_mapping
+    >>> cfg = config_from_mapping({"intersections": [{"attributes": ["race", "sex"]}]})
+    >>> out = grid_groups({"race": np.array([2, 3]), "sex": np.array([1, 0])}, cfg)
+    >>> [cfg.grid_attributes[-1].codes[i] for i in out["race_x_sex"]]
+    ['2:1', '3:0']
+    """
+    out = dict(groups)
+    for inter in config.intersections:
+        index = np.zeros(len(groups[inter.attributes[0]]), dtype=np.int64)
+        for name in inter.attributes:
+            index = index * len(config.attribute(name).codes) + groups[name]
+        out[inter.name] = index
+    return out
+
+
+def attribute_groups(frame: pd.DataFrame, config: MonitorConfig) -> dict[str, np.ndarray]:
+    """Each audited attribute's group index per record of a frame of valid records."""
+    return grid_groups(
+        {a.name: group_index(frame[a.name].to_numpy(), a) for a in config.attributes}, config
+    )
+
+
 def tables_from_frame(
     frame: pd.DataFrame, config: MonitorConfig
 ) -> dict[tuple[str, str], CountTable]:
-    """One CountTable per (model_id, attribute) from a frame of valid records."""
+    """One CountTable per (model_id, audited attribute) from a frame of valid records."""
     out: dict[tuple[str, str], CountTable] = {}
     bins = config.axis1.score_bins
     for model_id, sub in frame.groupby("model_id", sort=True):
         y = sub["label"].to_numpy(np.int64)
         d = sub["decision"].to_numpy(np.int64)
         s = sub["score"].to_numpy(np.float64)
-        for attr in config.attributes:
-            g = group_index(sub[attr.name].to_numpy(), attr)
+        groups = attribute_groups(sub, config)
+        for attr in config.grid_attributes:
+            g = groups[attr.name]
             out[(str(model_id), attr.name)] = CountTable.from_records(attr.codes, g, y, d, s, bins)
     return out

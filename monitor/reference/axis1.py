@@ -24,7 +24,11 @@ from monitor.core.axis1 import (
 )
 from monitor.core.counts import CountTable
 from monitor.core.metrics import passes, tallies_from_table
-from monitor.reference.metrics import metric_from_records, smallest_denominator_from_records
+from monitor.reference.metrics import (
+    evaluated_groups_from_records,
+    metric_from_records,
+    smallest_denominator_from_records,
+)
 
 
 def reference_axis1(
@@ -118,6 +122,10 @@ def reference_axis1(
                 not_evaluable_reason=ev.reason,
                 records_needed=ev.records_needed,
                 records_needed_groups=ev.records_needed_groups,
+                groups_evaluated=evaluated_groups_from_records(
+                    rule.name, group, label, decision, included_point, min_group_support
+                ),
+                groups_total=G,
             )
         )
     return out

@@ -107,6 +107,32 @@ def metric_from_records(
     raise ValueError(f"unknown metric {name!r}")
 
 
+def evaluated_groups_from_records(
+    name: str,
+    group: np.ndarray,
+    label: np.ndarray,
+    decision: np.ndarray,
+    included: Sequence[int],
+    min_support: int = 1,
+) -> int:
+    """How many groups' rates entered metric ``name`` (record by record: the oracle of
+    ``CellResult.groups_evaluated``)."""
+    need = max(int(min_support), 1)
+    out = 0
+    for g in included:
+        m = group == g
+        if name == "EOPP":
+            n = int((m & (label == 1)).sum())
+        elif name == "EOD":
+            n = min(int((m & (label == 1)).sum()), int((m & (label == 0)).sum()))
+        elif name == "PP":
+            n = int((m & (decision == 1)).sum())
+        else:
+            n = int(m.sum())
+        out += n >= need
+    return out
+
+
 def smallest_denominator_from_records(
     name: str,
     group: np.ndarray,

@@ -159,6 +159,11 @@ class CellPoint:
     pooled_vfr: float | None = None
     pooled_dominant_verdict: str | None = None
 
+    #: "4 of 12 groups evaluated" and whether it rests on two groups or dozens (issue 24)
+    support_note: str = ""
+    #: N* not reached: the time this volume needs, e.g. "about 14 weeks at this volume"
+    time_to_reliable: str = ""
+
     @property
     def key(self) -> tuple[str, str]:
         return (self.metric, self.attribute)
@@ -392,6 +397,7 @@ def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPo
         pooled_value=shown(r.get("pooled_value")),
         pooled_vfr=shown(r.get("pooled_vfr")),
         pooled_dominant_verdict=None if small else r.get("pooled_dominant_verdict"),
+        support_note="" if small else str(r.get("support_note") or ""),
     )
 
 
@@ -435,6 +441,8 @@ def cell_from_audit(c: AuditCell) -> CellPoint:
         suppressed=small,
         not_evaluable_reason="" if small else c.not_evaluable_reason,
         needs="" if small else needs_words(c.metric, c.records_needed, c.records_needed_groups),
+        support_note="" if small else c.support_note,
+        time_to_reliable="" if small else c.time_to_reliable,
     )
 
 
@@ -587,7 +595,7 @@ def _ordered(cells: list[CellPoint], metrics: list[str], attributes: list[str]) 
 def _axis_names(cells: Iterable[CellPoint], config: MonitorConfig) -> tuple[list[str], list[str]]:
     """Metrics and attributes in config order, then any others the data has."""
     metrics = [m.name for m in config.metrics]
-    attributes = [a.name for a in config.attributes]
+    attributes = [a.name for a in config.grid_attributes]
     for c in cells:
         if c.metric not in metrics:
             metrics.append(c.metric)
@@ -600,7 +608,7 @@ def _base(config: MonitorConfig, **kw: Any) -> dict[str, Any]:
     return {
         "generated_at": datetime.now(UTC),
         "version": __version__,
-        "group_labels": {a.name: dict(a.groups) for a in config.attributes},
+        "group_labels": {a.name: dict(a.groups) for a in config.grid_attributes},
         "tau": config.axis1.tau_vfr,
         "cv_cutoff": config.axis2.cv_cutoff,
         "n_field": config.axis2.n_field,
@@ -865,6 +873,11 @@ def _set_axes(c: duckdb.DuckDBPyConnection, mr: ModelReport) -> tuple[bool, bool
     eq, small_eq = _latest_axis(c, "equilense", mr.model_id)
     if a2 is not None:
         mr.n_star = list(a2)
+        waits = {(x.metric, x.attribute): x.to_reliable.text for x in a2 if x.to_reliable}
+        mr.cells = [
+            replace(p, time_to_reliable=waits.get(p.key, "")) if not p.suppressed else p
+            for p in mr.cells
+        ]
     if a3 is not None:
         mr.axis3 = axis3_summary(a3)
     if eq is not None:
@@ -924,7 +937,7 @@ def _read_model(
 
     confirmed = [e for e in events if e.confirmed]
     keep = {e.evaluation for e in confirmed}
-    mr.cells = [shown(p) for p in latest]
+    mr.cells = [shown(p) for p in mr.cells]  # latest, with _set_axes's time to N*
     mr.history = {k: _downsample([shown(p) for p in v], keep) for k, v in history.items()}
     mr.events = confirmed
     mr.raw_events = len(events) - len(confirmed)

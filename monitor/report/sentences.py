@@ -101,6 +101,13 @@ def cell_sentence(c: CellPoint, tau: float, n_field: int, kappa_cutoff: float) -
         )
     if c.n_star is not None and not math.isinf(c.n_star) and c.n_star > n_field:
         parts[-1] = parts[-1][:-1] + f", more than the {n_field:,} a site can audit."
+    if c.time_to_reliable and c.n_star is not None and math.isinf(c.n_star):
+        parts.append(reliable_wait_sentence(c.time_to_reliable))
+    note = c.support_note
+    if note and (":" in note or _partly(note) or "_x_" in c.attribute):
+        # every intersection says how many of its groups it rests on; an attribute only
+        # when some group is left out or the support is thin
+        parts.append(note[0].upper() + note[1:] + ".")
     if c.kappa is not None:
         band = landis_koch_band(c.kappa)
         if c.kappa < kappa_cutoff:
@@ -121,6 +128,27 @@ def cell_sentence(c: CellPoint, tau: float, n_field: int, kappa_cutoff: float) -
         waiting = ", ".join(AXIS_WORDS.get(a, a) for a in c.pending_axes)
         parts.append(f"Tier pending: waiting for {waiting}.")
     return " ".join(parts)
+
+
+def reliable_wait_sentence(text: str) -> str:
+    """The time to a reliable verdict (batch_axes.axis2.TimeToReliable.text) as a sentence.
+
+    >>> reliable_wait_sentence("about 14 weeks at this volume")
+    'A reliable verdict needs about 14 weeks at this volume.'
+    >>> reliable_wait_sentence("not within a year")
+    'A reliable verdict is not within a year at this volume.'
+    """
+    if text.startswith("about"):
+        return f"A reliable verdict needs {text}."
+    if text == "not within a year":
+        return "A reliable verdict is not within a year at this volume."
+    return f"The time to a reliable verdict is {text}."
+
+
+def _partly(note: str) -> bool:
+    """Whether "k of n groups evaluated" has k < n."""
+    head = note.split(" groups evaluated", 1)[0].split(" of ")
+    return len(head) == 2 and head[0] != head[1]
 
 
 def event_sentence(

@@ -37,7 +37,7 @@ from monitor.core.privacy import (
     rounded_rate,
 )
 from monitor.core.results import CellEvaluation
-from monitor.core.tables import group_index, tables_from_frame
+from monitor.core.tables import attribute_groups, tables_from_frame
 from monitor.service.api import ApiServer, serve_configured
 from monitor.service.cohort_book import CohortBook, CohortView
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
@@ -100,7 +100,7 @@ class MonitorService:
         self.outbox_relay: OutboxRelay | None = None
         self.exporter = Exporter(
             __version__,
-            group_codes=[c for a in config.attributes for c in a.codes],
+            group_codes=[c for a in config.grid_attributes for c in a.codes],
             state=self.snapshot,
             explain=event_explainer(config),  # the event sentences of alert annotations
         )
@@ -333,9 +333,9 @@ class MonitorService:
                 # the last one published (monitor.stream.publication). Axis 2 and 3 publish
                 # N*, VFR, kappa and verdict counts, exact by the rule, and fold sizes,
                 # rounded and suppressed: they are published at every run.
+                indices = attribute_groups(frame, self.config)
                 groups = {
-                    a.name: (len(a.codes), group_index(frame[a.name].to_numpy(), a))
-                    for a in self.config.attributes
+                    a.name: (len(a.codes), indices[a.name]) for a in self.config.grid_attributes
                 }
                 ok, cohort = cohort_release(
                     self._axis_releases.get((axis, model_id)), frame["seq"].to_numpy(), groups
@@ -389,8 +389,12 @@ class MonitorService:
     def job_axis2(self) -> None:
         self._for_each_cohort(
             "axis2",
-            lambda m, c: tuple(run_axis2({(m, k): t for k, t in c.counts.tables.items()},
-                                         self.config)),
+            lambda m, c: tuple(
+                run_axis2(
+                    {(m, k): t for k, t in c.counts.tables.items()}, self.config,
+                    {m: c.span_days},
+                )
+            ),
         )  # fmt: skip
 
     def job_axis3(self) -> None:

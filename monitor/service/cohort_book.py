@@ -47,6 +47,7 @@ import numpy as np
 
 from batch_axes.cohort_counts import CohortCounts
 from monitor.config import MonitorConfig
+from monitor.core.tables import grid_groups
 from monitor.store import queries
 
 
@@ -157,7 +158,7 @@ class CohortBook:
 
     def _build(self, c: duckdb.DuckDBPyConnection, model_id: str) -> _Cohort:
         mark, latest = queries.cohort_bounds(c, model_id)
-        counts = CohortCounts(self.config.attributes, self.config.axis1.score_bins)
+        counts = CohortCounts(self.config.grid_attributes, self.config.axis1.score_bins)
         st = _Cohort(counts, mark, latest, None)
         if latest is not None:
             frame = queries.cohort_slice(
@@ -204,7 +205,8 @@ class CohortBook:
         ``group_index`` refuses it on the re-read path."""
         if not rows["seq"].size:
             return
-        groups = {a.name: rows[str(i)] for i, a in enumerate(self.config.attributes)}
+        stored = {a.name: rows[str(i)] for i, a in enumerate(self.config.attributes)}
+        groups = grid_groups(stored, self.config)  # intersections derived, never stored
         args = (
             rows["hospital_id"].astype(object), groups, rows["label"].astype(np.int64),
             rows["decision"].astype(np.int64), rows["score"].astype(np.float64),

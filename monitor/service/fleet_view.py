@@ -51,7 +51,7 @@ class FleetView:
         self.config = config
         self.store = Store(db_path, config)
         self.exporter = Exporter(
-            __version__, group_codes=[c for a in config.attributes for c in a.codes]
+            __version__, group_codes=[c for a in config.grid_attributes for c in a.codes]
         )
         self.lock = threading.Lock()
         #: messages applied (the status page is redrawn when it changes)

@@ -1,6 +1,7 @@
 """Rolling windows per model, kept as count tables.
 
-A window holds the stratum count tables of its records (one per attribute) and,
+A window holds the stratum count tables of its records (one per audited attribute,
+intersections included: ``MonitorConfig.grid_attributes``) and,
 to be able to evict them later, a compact copy of what each record contributed
 (group per attribute, label, decision, score, event time): a few tens of bytes
 per record, never identifiers or features.
@@ -24,7 +25,7 @@ import pyarrow as pa
 
 from monitor.config import MonitorConfig
 from monitor.core.counts import CountTable
-from monitor.core.tables import group_index
+from monitor.core.tables import attribute_groups, grid_groups, group_index
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class RecordBatch:
         return cls(
             seq=np.asarray(seq, dtype=np.int64),
             event_time=np.asarray(et.to_numpy(), dtype=np.int64),
-            groups=groups,
+            groups=grid_groups(groups, config),  # intersections are derived, never stored
             label=table["label"].to_numpy().astype(np.int64),
             decision=table["decision"].to_numpy().astype(np.int64),
             score=np.asarray(table["score"].to_numpy(), dtype=np.float64),
@@ -85,7 +86,7 @@ class RecordBatch:
         return cls(
             seq=frame["seq"].to_numpy(np.int64),
             event_time=et.dt.tz_convert(None).to_numpy(dtype="datetime64[ns]").view(np.int64),
-            groups={a.name: group_index(frame[a.name].to_numpy(), a) for a in config.attributes},
+            groups=attribute_groups(frame, config),
             label=frame["label"].to_numpy(np.int64),
             decision=frame["decision"].to_numpy(np.int64),
             score=frame["score"].to_numpy(np.float64),
@@ -102,7 +103,7 @@ class ModelWindow:
         self.size = config.window.size
         self.horizon_ns = int(config.window.days * 86_400 * 1e9)
         bins = config.axis1.score_bins
-        self.tables = {a.name: CountTable(a.codes, bins) for a in config.attributes}
+        self.tables = {a.name: CountTable(a.codes, bins) for a in config.grid_attributes}
         self._batches: deque[RecordBatch] = deque()
         self.n = 0  # records in the window
         self.arrivals = 0  # records of this model accepted so far (the stream position)

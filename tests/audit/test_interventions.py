@@ -337,3 +337,30 @@ def test_the_governance_report_carries_the_four_baselines(cohort_dir: Path, cli_
     assert "no hospital in two parts" in section
     assert main(["report", "--audit-dir", str(audit), "--interventions", str(audit),
                  "--out", f"{out}/"]) == 2  # not an intervene directory: a clear error
+
+
+def test_an_intersection_is_held_to_the_di_target_but_owns_no_threshold() -> None:
+    """Issue 24: with race x sex configured, B3 keeps DI by race x sex at the target on
+    validation, with thresholds only for the configured attributes (the service's
+    per-group form). The attribute-only search leaves race x sex below it."""
+    from monitor.audit.intervene import fit_model, predict
+    from monitor.config import MonitorConfig
+
+    config = MonitorConfig(axis1={"K": 100}, intersections=[{"attributes": ["race", "sex"]}])
+    cohort = load_feature_cohort_frame(synth_cohort(30_000, seed=5), config)
+    sp = split_cohort(len(cohort.frame), (0.7, 0.15, 0.15), 0,
+                      cohort.frame["hospital_id"].to_numpy(dtype=str))  # fmt: skip
+    train = make_part(cohort.frame, sp.train, cohort)
+    val = make_part(cohort.frame, sp.validation, cohort)
+    scores = predict(fit_model("logreg", train.X, train.labels, 0), val.X)
+    assert [g.name for g in val.groups][val.owners :] == ["race_x_sex"]
+    b3 = search_thresholds(scores, val.labels, val.groups, base=0.5, owners=val.owners)
+    assert b3.plan.attributes == ("race", "sex", "ethnicity", "age_group")
+    d = plan_decisions(b3.plan, scores, val, "model", config)  # as the service decides
+    di = _engine_di(config, val, d, scores)
+    assert b3.feasible and set(di) == {*b3.plan.attributes, "race_x_sex"}
+    assert all(v >= 0.80 for v in di.values()), di
+    assert b3.di == pytest.approx(di, abs=1e-12)
+    attribute_only = search_thresholds(scores, val.labels, val.groups[: val.owners], base=0.5)
+    d0 = plan_decisions(attribute_only.plan, scores, val, "model", config)
+    assert _engine_di(config, val, d0, scores)["race_x_sex"] < 0.80

@@ -331,3 +331,39 @@ def test_audit_files_name_no_small_group_by_complement(tmp_path):
         "dpd": {a: {} for a in recovered["dpd"]},
         "notes": [],
     }
+
+
+def test_diabetes_intersections_say_how_many_groups_they_rest_on(tmp_path):
+    """Issue 24 on the shipped file: race x sex and race x age cells in cells.csv, their
+    groups evaluated counted again from the scored records with pandas, and every cell
+    whose N* is not reached saying how long this volume needs."""
+    from monitor.audit.run import diabetes130_file, run_audit, write_report
+    from monitor.config import config_from_mapping
+
+    inter = [{"attributes": ["race", "sex"]}, {"attributes": ["race", "age_group"]}]
+    cfg = diabetes130_file(config_from_mapping({"intersections": inter}), tmp_path)
+    write_report(run_audit(tmp_path / "scored.csv", cfg), tmp_path / "out")
+    cells = {(c["metric"], c["attribute"]): c for c in _read_cells(tmp_path / "out")}
+    assert len(cells) == 7 * 5
+    scored = pd.read_csv(tmp_path / "scored.csv", dtype={"age_group": str})
+    scored["decision"] = (scored["score"] >= cfg.decision.threshold).astype(int)
+    need = {"DI": "n", "EOPP": "pos", "EOD": "both", "PP": "flag"}
+    for parts, name, total in ((["race", "sex"], "race_x_sex", 12),
+                               (["race", "age_group"], "race_x_age_group", 18)):  # fmt: skip
+        by = scored.groupby(parts)
+        g = pd.DataFrame({"n": by.size(), "pos": by["label"].sum(),
+                          "neg": by["label"].size() - by["label"].sum(),
+                          "flag": by["decision"].sum()})  # fmt: skip
+        g["both"] = g[["pos", "neg"]].min(axis=1)
+        for metric, col in need.items():
+            c = cells[(metric, name)]
+            evaluated = int((g[col] >= cfg.axis1.min_group_support).sum())
+            assert (int(c["groups_evaluated"]), int(c["groups_total"])) == (evaluated, total)
+            assert c["support_note"].startswith(f"{evaluated} of {total} groups evaluated")
+    assert cells[("EOPP", "race_x_age_group")]["groups_evaluated"] == "17"  # Asian, under 50
+    for c in cells.values():
+        if c["n_star"] == "inf":
+            assert c["time_to_reliable"] == "not within a year" or "weeks" in c["time_to_reliable"]
+            assert int(c["records_to_reliable"]) > int(c["cohort_n"]) // 2
+        else:
+            assert c["time_to_reliable"] == "" and c["records_to_reliable"] == ""

@@ -35,6 +35,13 @@ def test_bench_axis1_fast_agrees_with_the_record_oracle(capsys) -> None:
     # the floor is timed beside the engine, with the same draws
     assert out["floor_s"] > 0
     assert abs(out["floor_ratio"] - out["fast_s"] / out["floor_s"]) < 0.01
+    # issue 24: the default intersections beside the attribute-only grid, checked too
+    inter = out["intersections"]
+    assert inter["configured"] == ["race_x_sex", "race_x_age_group"]
+    assert (inter["attribute_only_cells"], inter["cells"]) == (28, 42)
+    assert inter["groups"] == {"race_x_sex": 10, "race_x_age_group": 20}
+    assert inter["oracle_cells_run"] == 14 and inter["max_vfr_diff"] <= inter["vfr_tolerance"]
+    assert inter["time_ratio"] == round(inter["fast_s"] / inter["attribute_only_fast_s"], 3)
 
 
 def test_bench_ingest_honours_the_config_and_can_leave_evaluations_out(

@@ -43,6 +43,8 @@ def assert_close_to_oracle(fast, ref, K):
     assert (fast.model_id, fast.metric, fast.attribute) == (ref.model_id, ref.metric, ref.attribute)
     assert fast.window_n == ref.window_n and fast.resample_n == ref.resample_n
     assert fast.groups_left_out == ref.groups_left_out
+    # issue 24: how many groups a value rests on, "4 of 12 groups evaluated"
+    assert (fast.groups_evaluated, fast.groups_total) == (ref.groups_evaluated, ref.groups_total)
     if math.isnan(ref.value):
         assert math.isnan(fast.value)
     else:
