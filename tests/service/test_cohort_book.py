@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from batch_axes.runner import run_axis2, run_axis3, run_axis3_counts
+from batch_axes.runner import cohort_days, run_axis2, run_axis3, run_axis3_counts
 from monitor.bench.axes import store_frame
 from monitor.config import config_from_mapping
 from monitor.core.tables import group_index, tables_from_frame
@@ -191,7 +191,9 @@ def test_the_service_jobs_keep_the_cohorts_and_rebuild_them_on_restart(tmp_path)
         stored = s.store.latest_axis_results("axis3")["model-00"]
         assert stored == json.loads(json.dumps(run_axis3("model-00", frame, CFG).to_dict()))
         stored = s.store.latest_axis_results("axis2")["model-00"]
-        want = [c.to_dict() for c in run_axis2(tables_from_frame(frame, CFG), CFG)]
+        want = [
+            c.to_dict() for c in run_axis2(tables_from_frame(frame, CFG), CFG, cohort_days(frame))
+        ]
         assert stored == json.loads(json.dumps(want))  # the same tables, so the same draws
         s.cohorts.keep_only([])  # as after a rebalance took the model away
         assert s.cohorts.models() == []
