@@ -107,9 +107,10 @@ def scale_features(X: Any, method: Literal["minmax", "none"] = "minmax") -> np.n
     span = A.max(axis=0) - lo
     if not np.all(np.isfinite(span)):
         raise ValueError("feature range overflows float64; rescale the feature first")
-    out = np.zeros_like(A)
+    # whole rows at a time (no column masks: they copy the matrix column by column)
     varying = span > 0
-    out[:, varying] = (A[:, varying] - lo[varying]) / span[varying]
+    out = (A - lo) / np.where(varying, span, 1.0)
+    out[:, ~varying] = 0.0
     return out
 
 

@@ -99,11 +99,11 @@ class StratifiedSample:
 
 
 def strata_codes(labels: Any, groupings: Sequence[Any]) -> np.ndarray:
-    """One stratum code per record: label x the joint group of every attribute."""
-    y = np.asarray(labels)
-    code = pd.factorize(y, sort=True)[0].astype(np.int64)
+    """One stratum code per record: label x the joint group of every attribute
+    (``groupings``: one array of group labels or codes per attribute)."""
+    code = pd.factorize(np.asarray(labels), sort=True)[0].astype(np.int64)
     for g in groupings:
-        c, names = pd.factorize(np.asarray(g).astype(str), sort=True)
+        c, names = pd.factorize(np.asarray(g), sort=True)
         code = code * max(len(names), 1) + c
     return pd.factorize(code, sort=True)[0].astype(np.int64)
 
@@ -111,7 +111,9 @@ def strata_codes(labels: Any, groupings: Sequence[Any]) -> np.ndarray:
 def sample_keys(record_ids: Any, seed: int) -> np.ndarray:
     """A keyed 64-bit hash of each record id (SipHash, key from ``seed``): its rank in
     its stratum decides whether it is sampled."""
-    ids = np.asarray(record_ids).astype(str).astype(object)
+    ids = np.asarray(record_ids, dtype=object)
+    if ids.size and not all(isinstance(x, str) for x in ids[:1]):
+        ids = ids.astype(str).astype(object)
     return pd.util.hash_array(ids, hash_key=f"{int(seed) % 10**16:016d}", categorize=False)
 
 
@@ -136,20 +138,45 @@ def allocate(N: np.ndarray, target: int, floor: int) -> np.ndarray:
     return n
 
 
+@dataclass(frozen=True)
+class StrataRanks:
+    """Each record's stratum and its rank by key within it (one sort, many samples)."""
+
+    strata: np.ndarray
+    rank: np.ndarray
+    N: np.ndarray
+
+
+def strata_ranks(strata: np.ndarray, keys: np.ndarray) -> StrataRanks:
+    """Rank of every record's key within its stratum (0 = smallest)."""
+    strata = np.asarray(strata, dtype=np.int64)
+    H = int(strata.max()) + 1 if strata.size else 0
+    N = np.bincount(strata, minlength=H).astype(np.int64)
+    # by stratum, then key: one sort of stratum bits over the key's leading bits (keys
+    # equal in those bits are ~N^2 / 2^(64 - b) apart: none in practice, and stable anyway)
+    b = max(1, int(H - 1).bit_length())
+    combined = (strata.astype(np.uint64) << np.uint64(64 - b)) | (
+        np.asarray(keys, dtype=np.uint64) >> np.uint64(b)
+    )
+    order = np.argsort(combined, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(N)[:-1]]) if H else np.zeros(0, np.int64)
+    rank = np.empty(strata.size, dtype=np.int64)
+    rank[order] = np.arange(strata.size) - np.repeat(starts, N)
+    return StrataRanks(strata, rank, N)
+
+
+def sample_from_ranks(r: StrataRanks, target: int, floor: int) -> StratifiedSample:
+    """The ``allocate`` quota of each stratum, filled with its smallest keys."""
+    n = allocate(r.N, target, floor)
+    rows = np.flatnonzero(r.rank < n[r.strata])
+    return StratifiedSample(rows=rows, stratum=r.strata[rows], N=r.N, n=n)
+
+
 def stratified_sample(
     strata: np.ndarray, keys: np.ndarray, target: int, floor: int
 ) -> StratifiedSample:
     """The ``allocate`` quota of each stratum, filled with its smallest keys."""
-    strata = np.asarray(strata, dtype=np.int64)
-    H = int(strata.max()) + 1 if strata.size else 0
-    N = np.bincount(strata, minlength=H).astype(np.int64)
-    n = allocate(N, target, floor)
-    order = np.lexsort((keys, strata))  # by stratum, then key
-    starts = np.concatenate([[0], np.cumsum(N)[:-1]]) if H else np.zeros(0, np.int64)
-    rank = np.empty(strata.size, dtype=np.int64)
-    rank[order] = np.arange(strata.size) - np.repeat(starts, N)
-    rows = np.flatnonzero(rank < n[strata])
-    return StratifiedSample(rows=rows, stratum=strata[rows], N=N, n=n)
+    return sample_from_ranks(strata_ranks(strata, keys), target, floor)
 
 
 @dataclass(frozen=True)
@@ -178,9 +205,10 @@ def bounded_sample(
     figures, zero error).
     """
     N = int(strata.size)
+    ranks = strata_ranks(strata, keys)
     target = min(N, int(max_records))
     pilot_n = min(target, PILOT_RECORDS)
-    pilot = stratified_sample(strata, keys, pilot_n, floor)
+    pilot = sample_from_ranks(ranks, pilot_n, floor)
     if pilot.size >= 2 and target > pilot.size:
         got = matched_pairs(X[pilot.rows], threshold)[0].size
         m = pilot.size
@@ -188,12 +216,12 @@ def bounded_sample(
         if expected > max_pairs:
             # pairs grow as n^2: n = m sqrt(max_pairs / got) (never below the pilot)
             target = max(m, int(m * np.sqrt(max_pairs / max(got, 1))))
-    sample = stratified_sample(strata, keys, target, floor)
+    sample = sample_from_ranks(ranks, target, floor)
     pairs = matched_pairs(X[sample.rows], threshold)
     if pairs[0].size > max_pairs and sample.size > 2:
         # the pilot was optimistic: shrink to a nested subsample, keep its pairs
-        smaller = stratified_sample(
-            strata, keys, int(sample.size * np.sqrt(max_pairs / pairs[0].size)), floor
+        smaller = sample_from_ranks(
+            ranks, int(sample.size * np.sqrt(max_pairs / pairs[0].size)), floor
         )
         pos = np.full(N, -1, dtype=np.intp)
         pos[smaller.rows] = np.arange(smaller.size)

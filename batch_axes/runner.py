@@ -163,11 +163,16 @@ def _model_mppd(records: pd.DataFrame, X: np.ndarray, config: MonitorConfig) -> 
     eq = config.equilense
     n = len(records)
     p = records["score"].to_numpy(np.float64)
-    codes = {a.name: records[a.name].to_numpy(dtype=str) for a in config.attributes}
+    # group labels as codes into their names: one hash pass, not a string copy per record
+    factors = {
+        a.name: (c, np.asarray(names, dtype=str))
+        for a in config.attributes
+        for c, names in [pd.factorize(records[a.name], sort=True)]
+    }
     if eq.sample_records == 0:
-        return _exact_mppd(p, codes, matched_pairs(X, eq.threshold), config, None)
-    ids = records["record_id"] if "record_id" in records else np.arange(n)
-    strata = strata_codes(records["label"].to_numpy(), list(codes.values()))
+        return _exact_mppd(p, _labels(factors), matched_pairs(X, eq.threshold), config, None)
+    ids = records["record_id"].to_numpy(dtype=object) if "record_id" in records else np.arange(n)
+    strata = strata_codes(records["label"].to_numpy(), [c for c, _ in factors.values()])
     bounded = bounded_sample(
         X, strata, sample_keys(ids, eq.sample_seed), threshold=eq.threshold,
         max_records=eq.sample_records, max_pairs=eq.sample_pairs, floor=eq.sample_stratum_floor,
@@ -179,8 +184,13 @@ def _model_mppd(records: pd.DataFrame, X: np.ndarray, config: MonitorConfig) -> 
         max_records=eq.sample_records, max_pairs=eq.sample_pairs,
     )  # fmt: skip
     if s.is_census:  # the sample is the cohort: the exact figures
-        return _exact_mppd(p, codes, bounded.pairs, config, how)
-    return _sampled_mppd(s, bounded.pairs, p, codes, config, how)
+        return _exact_mppd(p, _labels(factors), bounded.pairs, config, how)
+    return _sampled_mppd(s, bounded.pairs, p, factors, config, how)
+
+
+def _labels(factors: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Each record's group label per attribute, from its factorised codes."""
+    return {k: names[c] for k, (c, names) in factors.items()}
 
 
 def _exact_mppd(
@@ -206,7 +216,7 @@ def _sampled_mppd(
     s: StratifiedSample,
     pairs: Pairs,
     p: np.ndarray,
-    codes: Mapping[str, np.ndarray],
+    factors: Mapping[str, tuple[np.ndarray, np.ndarray]],
     config: MonitorConfig,
     how: MPPDSampling,
 ) -> ModelMPPD:
@@ -216,13 +226,12 @@ def _sampled_mppd(
     wij = pair_weights(s, pairs)
     ps = p[s.rows]
     per_attr = {}
-    for name, c in codes.items():
-        cohort_names, cohort_codes = np.unique(c, return_inverse=True)
-        ref = _choose_reference(cohort_names, cohort_codes, eq.reference.get(name))
-        attr = sampled_attribute(s, pairs, wij, ps, c[s.rows], ref, eq.min_pairs)
-        entry = suppress_small_cells(
-            AttributeMPPD(attr.reference, attr.pairwise), _sizes(c[s.rows])
-        )
+    for name, (c, names) in factors.items():
+        # the reference: configured, else the cohort's largest group (not the sample's)
+        ref = _choose_reference(names, c, eq.reference.get(name))
+        labels = names[c[s.rows]]
+        attr = sampled_attribute(s, pairs, wij, ps, labels, ref, eq.min_pairs)
+        entry = suppress_small_cells(AttributeMPPD(attr.reference, attr.pairwise), _sizes(labels))
         per_attr[name] = AttributeMPPD(
             with_disparity_error(entry.reference, attr, s), entry.pairwise
         )
