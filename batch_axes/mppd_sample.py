@@ -119,23 +119,36 @@ def sample_keys(record_ids: Any, seed: int) -> np.ndarray:
 
 def allocate(N: np.ndarray, target: int, floor: int) -> np.ndarray:
     """Records per stratum: a stratum of at most ``floor`` records whole, at least
-    ``floor`` from every other, the rest in proportion to size; about ``target`` in all
-    (never fewer than the floors need, never more than ``N``)."""
+    ``floor`` from every other, beyond that in proportion to size (D'Hondt:
+    ``n_h = floor(N_h / d)`` for the smallest divisor ``d`` that keeps the total within
+    ``target``); never more than ``N``.
+
+    Why a divisor method: its allocations are nested (a larger target never takes a
+    record from a stratum), so the sample of a smaller target is a subset of a larger
+    one's and :func:`bounded_sample` can size a sample down without matching again.
+    The floors are always taken, so the total exceeds ``target`` only when the floors
+    alone do.
+    """
     N = np.asarray(N, dtype=np.int64)
     if target >= N.sum():
         return N.copy()
-    n = np.minimum(N, floor)
-    rest = target - int(n.sum())
-    if rest > 0:
-        room = N - n
-        share = np.floor(rest * room / max(int(room.sum()), 1)).astype(np.int64)
-        n = n + np.minimum(share, room)
-        # the rounding remainder, to the largest strata with room left
-        left = target - int(n.sum())
-        for h in np.argsort(-(N - n), kind="stable")[: max(left, 0)]:
-            if n[h] < N[h]:
-                n[h] += 1
-    return n
+    base = np.minimum(N, floor)
+
+    def total(d: float) -> np.ndarray:
+        return np.minimum(N, np.maximum(base, np.floor(N / d).astype(np.int64)))
+
+    lo, hi = 1e-9, float(max(int(N.max()), 1)) * 2  # total(hi) = floors <= ..., total(lo) = N
+    if total(hi).sum() > target:
+        return total(hi)
+    for _ in range(200):  # bisection on the divisor: total is non-increasing in d
+        mid = (lo + hi) / 2
+        if total(mid).sum() <= target:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= hi * 1e-15:
+            break
+    return total(hi)
 
 
 @dataclass(frozen=True)
