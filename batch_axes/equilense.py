@@ -67,7 +67,8 @@ class ModelMPPD:
             "records": self.records,
             "individual_fairness_gap": None if gap is None else gap.to_dict(),
             "mppd": {name: entry.to_dict() for name, entry in self.mppd.items()},
-            "sampling": None if self.sampling is None else self.sampling.to_dict(),
+            # absent rather than null: a model of fewer than 11 records shows its id alone
+            **({} if self.sampling is None else {"sampling": self.sampling.to_dict()}),
         }
 
     @classmethod
