@@ -151,9 +151,12 @@ def run_equilense(
         if len(rows) < SMALL_CELL:  # a model of fewer than 11 records: nothing but its id
             models[str(model_id)] = ModelMPPD(SMALL_CELL_LABEL, None)
             continue
+        # one model's cohort (the service's case): no copy of its frame and features
+        whole = rows.size == len(records)
         # scaled on the whole cohort (docs/method.md section 7), sampled or not
-        X = scale_features(features[rows], eq.scaling)
-        models[str(model_id)] = _model_mppd(records.iloc[rows], X, config)
+        X = scale_features(features if whole else features[rows], eq.scaling)
+        mine = records if whole else records.iloc[rows]
+        models[str(model_id)] = _model_mppd(mine, X, config)
     return EquiLenseResult(**head, group_metrics=group_metrics, models=models)
 
 
