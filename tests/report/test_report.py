@@ -212,9 +212,7 @@ def test_small_cell_rule_holds_on_the_page(db, page):
         )
     # a model of fewer than 11 records keeps nothing of its MPPD but its id
     assert eq["models"]["model-tiny"] == {
-        "records": f"<{SMALL_CELL}",
-        "individual_fairness_gap": None,
-        "mppd": {},
+        "records": f"<{SMALL_CELL}", "individual_fairness_gap": None, "mppd": {}
     }
     fig = re.search(r'id="fig-mppd-model-tiny".*?</svg>', tiny, re.S)
     if fig is not None:  # if drawn at all, no pair count is printed
