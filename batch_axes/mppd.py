@@ -340,8 +340,8 @@ class IndividualFairnessGap:
     se: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able summary (no record-level values)."""
-        return asdict(self)
+        """JSON-able summary (no record-level values); ``se`` only when estimated."""
+        return _without_none(asdict(self), ("se",))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> IndividualFairnessGap:
@@ -368,7 +368,9 @@ class GroupMPPD:
     gap_se: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The entry; ``se`` and ``gap_se`` only when estimated on a sample (a result
+        computed on all records keeps the form it always had)."""
+        return _without_none(asdict(self), ("se", "gap_se"))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GroupMPPD:
@@ -410,9 +412,13 @@ class MPPDReference:
             "reference": self.reference,
             "min_pairs": self.min_pairs,
             "disparity": self.disparity,
-            "disparity_se": self.disparity_se,
-            "disparity_between": (
-                None if self.disparity_between is None else list(self.disparity_between)
+            **(
+                {}
+                if self.disparity_between is None
+                else {
+                    "disparity_se": self.disparity_se,
+                    "disparity_between": list(self.disparity_between),
+                }
             ),
             "groups": [entry.to_dict() for entry in self.groups],
         }
@@ -469,6 +475,11 @@ class MPPDPairwise:
             pairs=tuple(tuple(row) for row in d.get("pairs") or ()),
             low_support=tuple(tuple(bool(x) for x in row) for row in d.get("low_support") or ()),
         )
+
+
+def _without_none(d: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """``d`` without those of ``keys`` that are None (fields only a sample fills)."""
+    return {k: v for k, v in d.items() if not (k in keys and v is None)}
 
 
 # --------------------------------------------------------------------------- metrics (fast)

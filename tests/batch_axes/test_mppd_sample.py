@@ -176,6 +176,9 @@ def test_a_cohort_beyond_the_bounds_costs_at_most_the_configured_pairs() -> None
     ref = m.mppd["sex"].reference
     assert ref.disparity_se is not None and ref.disparity_se > 0
     assert all(g.se is not None and g.se > 0 for g in ref.groups)
+    # the errors are in the stored form (absent from a result on all records)
+    stored = ref.to_dict()
+    assert stored["disparity_se"] == ref.disparity_se and "se" in stored["groups"][0]
     # stored form round-trips; the published form rounds the record counts to 5
     assert EquiLenseResult.from_dict(result.to_dict()) == result
     shown = published_equilense(result)["models"]["m"]["sampling"]
