@@ -14,12 +14,14 @@ fewer than 11 records however many pairs it has, is withheld (mean ``None``, pai
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from batch_axes.equilense_groups import GroupMetricResult, published_group_metrics
 from batch_axes.mppd import GroupMPPD, IndividualFairnessGap, MPPDPairwise, MPPDReference
+from batch_axes.mppd_sample import MPPDSampling
 from monitor.core.privacy import (
     SMALL_CELL,
     SMALL_CELL_LABEL,
@@ -49,12 +51,15 @@ class ModelMPPD:
     """One model's individual-fairness gap and MPPD per attribute.
 
     A model of fewer than 11 records shows nothing but its id: ``records`` is
-    SMALL_CELL_LABEL, no gap, no attribute.
+    SMALL_CELL_LABEL, no gap, no attribute. ``sampling`` says how the figures were
+    computed: on all records, or on a stratified sample (then every mean carries its
+    standard error); None in results written before it existed.
     """
 
     records: int | str
     individual_fairness_gap: IndividualFairnessGap | None
     mppd: dict[str, AttributeMPPD] = field(default_factory=dict)
+    sampling: MPPDSampling | None = None
 
     def to_dict(self) -> dict[str, Any]:
         gap = self.individual_fairness_gap
@@ -62,15 +67,19 @@ class ModelMPPD:
             "records": self.records,
             "individual_fairness_gap": None if gap is None else gap.to_dict(),
             "mppd": {name: entry.to_dict() for name, entry in self.mppd.items()},
+            # absent rather than null: a model of fewer than 11 records shows its id alone
+            **({} if self.sampling is None else {"sampling": self.sampling.to_dict()}),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ModelMPPD:
         gap = d.get("individual_fairness_gap")
+        sampling = d.get("sampling")
         return cls(
             records=d["records"],
             individual_fairness_gap=None if gap is None else IndividualFairnessGap.from_dict(gap),
             mppd={str(k): AttributeMPPD.from_dict(v) for k, v in (d.get("mppd") or {}).items()},
+            sampling=None if sampling is None else MPPDSampling.from_dict(sampling),
         )
 
 
@@ -119,7 +128,9 @@ class EquiLenseResult:
 
 
 def _withheld(entry: GroupMPPD) -> GroupMPPD:
-    return replace(entry, mean=None, pairs=SMALL_CELL_LABEL, gap_to_reference=None)
+    return replace(
+        entry, mean=None, pairs=SMALL_CELL_LABEL, gap_to_reference=None, se=None, gap_se=None
+    )
 
 
 def _few(pairs: int | str) -> bool:
@@ -128,7 +139,7 @@ def _few(pairs: int | str) -> bool:
 
 def suppress_small_gap(gap: IndividualFairnessGap) -> IndividualFairnessGap:
     """The individual-fairness gap over fewer than 11 pairs is withheld (see below)."""
-    return replace(gap, mean=None, pairs=SMALL_CELL_LABEL) if _few(gap.pairs) else gap
+    return replace(gap, mean=None, pairs=SMALL_CELL_LABEL, se=None) if _few(gap.pairs) else gap
 
 
 def suppress_small_pair_counts(entry: AttributeMPPD) -> AttributeMPPD:
@@ -164,7 +175,7 @@ def withhold_groups(entry: AttributeMPPD, small: Collection[str]) -> AttributeMP
     ref_small = ref.reference in small
     groups = tuple(
         _withheld(g) if g.group in small
-        else replace(g, gap_to_reference=None) if ref_small
+        else replace(g, gap_to_reference=None, gap_se=None) if ref_small
         else g
         for g in ref.groups
     )  # fmt: skip
@@ -181,10 +192,29 @@ def withhold_groups(entry: AttributeMPPD, small: Collection[str]) -> AttributeMP
 
 
 def disparity_of_shown(entry: AttributeMPPD) -> AttributeMPPD:
-    """The reference disparity recomputed over the means left after suppression."""
-    shown = [g.mean for g in entry.reference.groups if g.mean is not None]
-    disparity = max(shown) - min(shown) if len(shown) >= 2 else None
-    return replace(entry, reference=replace(entry.reference, disparity=disparity))
+    """The reference disparity recomputed over the means left after suppression.
+
+    On a sample (``disparity_between`` set), its error stays when the same two groups
+    are still the maximum and the minimum; when withholding changed them, the error of
+    the new difference is bounded by the two groups' errors added in quadrature
+    (their covariance, through the shared reference records, is not stored).
+    """
+    ref = entry.reference
+    shown = [g for g in ref.groups if g.mean is not None]
+    if len(shown) < 2:
+        return replace(entry, reference=replace(
+            ref, disparity=None, disparity_se=None, disparity_between=None
+        ))  # fmt: skip
+    hi = max(shown, key=lambda g: g.mean)  # type: ignore[arg-type, return-value]
+    lo = min(shown, key=lambda g: g.mean)  # type: ignore[arg-type, return-value]
+    disparity = hi.mean - lo.mean  # type: ignore[operator]
+    se, between = ref.disparity_se, ref.disparity_between
+    if between is not None and between != (hi.group, lo.group):
+        se = None if hi.se is None or lo.se is None else float(math.hypot(hi.se, lo.se))
+        between = (hi.group, lo.group)
+    return replace(entry, reference=replace(
+        ref, disparity=disparity, disparity_se=se, disparity_between=between
+    ))  # fmt: skip
 
 
 def suppress_small_cells(entry: AttributeMPPD, sizes: Mapping[str, int]) -> AttributeMPPD:
@@ -214,6 +244,8 @@ def published_equilense(result: EquiLenseResult) -> dict[str, Any]:
             shown["records"] = published_size(model.records)
         if model.individual_fairness_gap is not None:
             shown["individual_fairness_gap"] = _rounded_gap(model.individual_fairness_gap)
+        if model.sampling is not None:
+            shown["sampling"] = _published_sampling(model.sampling)
         shown["mppd"] = {
             attr: _rounded_pairs(
                 disparity_of_shown(withhold_groups(entry, hidden.get((model_id, attr), ())))
@@ -221,6 +253,18 @@ def published_equilense(result: EquiLenseResult) -> dict[str, Any]:
             for attr, entry in model.mppd.items()
         }
     return out
+
+
+def _published_sampling(s: MPPDSampling) -> dict[str, Any]:
+    """How MPPD was computed, with the record counts as any published size (rounded)."""
+    return replace(
+        s,
+        records=published_size(s.records) if isinstance(s.records, int) else s.records,
+        cohort_records=(
+            published_size(s.cohort_records)
+            if isinstance(s.cohort_records, int) else s.cohort_records
+        ),
+    ).to_dict()  # fmt: skip
 
 
 def _rounded(pairs: int | str) -> int | str:

@@ -107,9 +107,10 @@ def scale_features(X: Any, method: Literal["minmax", "none"] = "minmax") -> np.n
     span = A.max(axis=0) - lo
     if not np.all(np.isfinite(span)):
         raise ValueError("feature range overflows float64; rescale the feature first")
-    out = np.zeros_like(A)
+    # whole rows at a time (no column masks: they copy the matrix column by column)
     varying = span > 0
-    out[:, varying] = (A[:, varying] - lo[varying]) / span[varying]
+    out = (A - lo) / np.where(varying, span, 1.0)
+    out[:, ~varying] = 0.0
     return out
 
 
@@ -334,15 +335,21 @@ class IndividualFairnessGap:
     mean: float | None  # None when there is no matched pair (or withheld)
     pairs: int | str  # SMALL_CELL_LABEL once the small-cell rule withheld the mean
     low_support: bool  # fewer than min_pairs pairs
+    #: standard error of ``mean`` when it is estimated on a sample
+    #: (:mod:`batch_axes.mppd_sample`); None when computed on all records
+    se: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able summary (no record-level values)."""
-        return asdict(self)
+        """JSON-able summary (no record-level values); ``se`` only when estimated."""
+        return _without_none(asdict(self), ("se",))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> IndividualFairnessGap:
         """The inverse of :meth:`to_dict`."""
-        return cls(mean=d.get("mean"), pairs=d["pairs"], low_support=bool(d["low_support"]))
+        return cls(
+            mean=d.get("mean"), pairs=d["pairs"], low_support=bool(d["low_support"]),
+            se=d.get("se"),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -356,9 +363,14 @@ class GroupMPPD:
     pairs: int | str
     low_support: bool  # pairs < min_pairs
     gap_to_reference: float | None  # mean - reference's own mean; None if either is None
+    #: standard errors of ``mean`` and ``gap_to_reference`` on a sample (None: all records)
+    se: float | None = None
+    gap_se: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The entry; ``se`` and ``gap_se`` only when estimated on a sample (a result
+        computed on all records keeps the form it always had)."""
+        return _without_none(asdict(self), ("se", "gap_se"))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GroupMPPD:
@@ -369,6 +381,8 @@ class GroupMPPD:
             pairs=d["pairs"],
             low_support=bool(d["low_support"]),
             gap_to_reference=d.get("gap_to_reference"),
+            se=d.get("se"),
+            gap_se=d.get("gap_se"),
         )
 
 
@@ -380,6 +394,10 @@ class MPPDReference:
     min_pairs: int
     groups: tuple[GroupMPPD, ...]  # every group of the cohort, sorted by name
     disparity: float | None  # max - min of the defined means; None with fewer than two
+    #: on a sample: the standard error of ``disparity`` and the (max, min) groups it is
+    #: the difference of (None: computed on all records)
+    disparity_se: float | None = None
+    disparity_between: tuple[str, str] | None = None
 
     def group(self, name: str) -> GroupMPPD:
         """The entry for one group (``KeyError`` if the cohort has no such group)."""
@@ -394,6 +412,14 @@ class MPPDReference:
             "reference": self.reference,
             "min_pairs": self.min_pairs,
             "disparity": self.disparity,
+            **(
+                {}
+                if self.disparity_between is None
+                else {
+                    "disparity_se": self.disparity_se,
+                    "disparity_between": list(self.disparity_between),
+                }
+            ),
             "groups": [entry.to_dict() for entry in self.groups],
         }
 
@@ -406,7 +432,12 @@ class MPPDReference:
             min_pairs=int(d["min_pairs"]),
             groups=tuple(GroupMPPD.from_dict(g) for g in d.get("groups") or ()),
             disparity=d.get("disparity"),
-        )
+            disparity_se=d.get("disparity_se"),
+            disparity_between=(
+                None if d.get("disparity_between") is None
+                else (str(d["disparity_between"][0]), str(d["disparity_between"][1]))
+            ),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -444,6 +475,11 @@ class MPPDPairwise:
             pairs=tuple(tuple(row) for row in d.get("pairs") or ()),
             low_support=tuple(tuple(bool(x) for x in row) for row in d.get("low_support") or ()),
         )
+
+
+def _without_none(d: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """``d`` without those of ``keys`` that are None (fields only a sample fills)."""
+    return {k: v for k, v in d.items() if not (k in keys and v is None)}
 
 
 # --------------------------------------------------------------------------- metrics (fast)
@@ -530,7 +566,6 @@ def mppd_pairwise(
             cell_sums[(a, b)] = float(sums[x * k + y])
             cell_counts[(a, b)] = int(counts[x * k + y])
     return _pairwise_result(name_list, cell_sums, cell_counts, min_pairs)
-
 
 
 # --------------------------------------------------------------------------- shared finishing

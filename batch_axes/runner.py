@@ -25,11 +25,24 @@ from batch_axes.equilense import (
 )
 from batch_axes.equilense_groups import equilense_group_metrics
 from batch_axes.mppd import (
+    Pairs,
+    _choose_reference,
     individual_fairness_gap,
     matched_pairs,
     mppd_pairwise,
     mppd_reference,
     scale_features,
+)
+from batch_axes.mppd_sample import (
+    MPPDSampling,
+    StratifiedSample,
+    bounded_sample,
+    pair_weights,
+    sample_keys,
+    sampled_attribute,
+    sampled_gap,
+    strata_codes,
+    with_disparity_error,
 )
 from monitor.config import MonitorConfig
 from monitor.core.axis1 import CellResult
@@ -162,7 +175,10 @@ def run_equilense(
     """EquiLense group metrics per (model, attribute) and, with features, the IF gap and MPPD
     (small-cell rule applied).
 
-    ``features`` has one row per record of ``records`` (same order), or is None.
+    ``features`` has one row per record of ``records`` (same order), or is None. The group
+    metrics come from the count tables (O(strata)); MPPD is on all of a model's records
+    while they stay within ``[equilense] sample_records`` and ``sample_pairs``, else on a
+    stratified sample (:mod:`batch_axes.mppd_sample`), as the result's ``sampling`` says.
     """
     eq = config.equilense
     group_metrics = tuple(
@@ -181,21 +197,97 @@ def run_equilense(
         if len(rows) < SMALL_CELL:  # a model of fewer than 11 records: nothing but its id
             models[str(model_id)] = ModelMPPD(SMALL_CELL_LABEL, None)
             continue
-        X = scale_features(features[rows], eq.scaling)
-        pairs = matched_pairs(X, eq.threshold)
-        p = records["score"].to_numpy(np.float64)[rows]
-        per_attr = {}
-        for attr in config.attributes:
-            codes = records[attr.name].to_numpy(dtype=str)[rows]
-            names, counts = np.unique(codes, return_counts=True)
-            sizes = {str(g): int(n) for g, n in zip(names, counts, strict=True)}
-            entry = AttributeMPPD(
-                mppd_reference(
-                    p, codes, pairs, reference=eq.reference.get(attr.name), min_pairs=eq.min_pairs
-                ),
-                mppd_pairwise(p, codes, pairs, min_pairs=eq.min_pairs),
-            )
-            per_attr[attr.name] = suppress_small_cells(entry, sizes)
-        gap = suppress_small_gap(individual_fairness_gap(p, pairs, eq.min_pairs))
-        models[str(model_id)] = ModelMPPD(len(rows), gap, per_attr)
+        # one model's cohort (the service's case): no copy of its frame and features
+        whole = rows.size == len(records)
+        # scaled on the whole cohort (docs/method.md section 7), sampled or not
+        X = scale_features(features if whole else features[rows], eq.scaling)
+        mine = records if whole else records.iloc[rows]
+        models[str(model_id)] = _model_mppd(mine, X, config)
     return EquiLenseResult(**head, group_metrics=group_metrics, models=models)
+
+
+def _model_mppd(records: pd.DataFrame, X: np.ndarray, config: MonitorConfig) -> ModelMPPD:
+    """One model's IF gap and MPPD per attribute: exact within the sample bounds, else
+    on the bounded stratified sample."""
+    eq = config.equilense
+    n = len(records)
+    p = records["score"].to_numpy(np.float64)
+    # group labels as codes into their names: one hash pass, not a string copy per record
+    factors = {
+        a.name: (c, np.asarray(names, dtype=str))
+        for a in config.attributes
+        for c, names in [pd.factorize(records[a.name], sort=True)]
+    }
+    if eq.sample_records == 0:
+        return _exact_mppd(p, _labels(factors), matched_pairs(X, eq.threshold), config, None)
+    ids = records["record_id"].to_numpy(dtype=object) if "record_id" in records else np.arange(n)
+    strata = strata_codes(records["label"].to_numpy(), [c for c, _ in factors.values()])
+    bounded = bounded_sample(
+        X, strata, sample_keys(ids, eq.sample_seed), threshold=eq.threshold,
+        max_records=eq.sample_records, max_pairs=eq.sample_pairs, floor=eq.sample_stratum_floor,
+    )  # fmt: skip
+    s = bounded.sample
+    how = MPPDSampling(
+        method="all records" if s.is_census else "stratified sample", records=s.size,
+        cohort_records=n, seed=eq.sample_seed, strata=int(s.N.size),
+        max_records=eq.sample_records, max_pairs=eq.sample_pairs,
+    )  # fmt: skip
+    if s.is_census:  # the sample is the cohort: the exact figures
+        return _exact_mppd(p, _labels(factors), bounded.pairs, config, how)
+    return _sampled_mppd(s, bounded.pairs, p, factors, config, how)
+
+
+def _labels(factors: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Each record's group label per attribute, from its factorised codes."""
+    return {k: names[c] for k, (c, names) in factors.items()}
+
+
+def _exact_mppd(
+    p: np.ndarray,
+    codes: Mapping[str, np.ndarray],
+    pairs: Pairs,
+    config: MonitorConfig,
+    how: MPPDSampling | None,
+) -> ModelMPPD:
+    eq = config.equilense
+    per_attr = {}
+    for name, c in codes.items():
+        entry = AttributeMPPD(
+            mppd_reference(p, c, pairs, reference=eq.reference.get(name), min_pairs=eq.min_pairs),
+            mppd_pairwise(p, c, pairs, min_pairs=eq.min_pairs),
+        )
+        per_attr[name] = suppress_small_cells(entry, _sizes(c))
+    gap = suppress_small_gap(individual_fairness_gap(p, pairs, eq.min_pairs))
+    return ModelMPPD(len(p), gap, per_attr, how)
+
+
+def _sampled_mppd(
+    s: StratifiedSample,
+    pairs: Pairs,
+    p: np.ndarray,
+    factors: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    config: MonitorConfig,
+    how: MPPDSampling,
+) -> ModelMPPD:
+    """MPPD on the sample: weighted estimates with errors, the small-cell rule applied
+    with the groups' records in the sample (the records the figures rest on)."""
+    eq = config.equilense
+    wij = pair_weights(s, pairs)
+    ps = p[s.rows]
+    per_attr = {}
+    for name, (c, names) in factors.items():
+        # the reference: configured, else the cohort's largest group (not the sample's)
+        ref = _choose_reference(names, c, eq.reference.get(name))
+        labels = names[c[s.rows]]
+        attr = sampled_attribute(s, pairs, wij, ps, labels, ref, eq.min_pairs)
+        entry = suppress_small_cells(AttributeMPPD(attr.reference, attr.pairwise), _sizes(labels))
+        per_attr[name] = AttributeMPPD(
+            with_disparity_error(entry.reference, attr, s), entry.pairwise
+        )
+    gap = suppress_small_gap(sampled_gap(s, pairs, wij, ps, eq.min_pairs))
+    return ModelMPPD(len(p), gap, per_attr, how)
+
+
+def _sizes(codes: np.ndarray) -> dict[str, int]:
+    names, counts = np.unique(codes, return_counts=True)
+    return {str(g): int(n) for g, n in zip(names, counts, strict=True)}

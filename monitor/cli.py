@@ -83,9 +83,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         out = run_soak(minutes=args.minutes, rate=args.rate, bootstrap=args.bootstrap)
     else:
-        from monitor.bench.mppd import run_mppd_bench
+        from monitor.bench.mppd import run_mppd_bench, run_mppd_bound_bench
 
-        out = run_mppd_bench(n=args.n, n_large=args.n_large)
+        if args.bound:
+            sizes = tuple(SIZE(x) for x in args.sizes.split(","))
+            out = run_mppd_bound_bench(sizes=sizes, repeats=args.repeats)
+        else:
+            out = run_mppd_bench(n=args.n, n_large=args.n_large)
     if args.json:
         print(json.dumps(out))
     else:
@@ -504,6 +508,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--n", type=SIZE, default=20_000, help="mppd: records for fast vs oracle")
     b.add_argument("--n-large", type=SIZE, default=50_000, help="mppd: records, fast only")
+    b.add_argument(
+        "--bound", action="store_true",
+        help="mppd: EquiLense per model exact vs bounded (stratified sample) at --sizes",
+    )  # fmt: skip
+    b.add_argument(
+        "--sizes", default="175000,1800000", help="mppd --bound: cohort sizes (comma-separated)"
+    )
     b.add_argument("--events", type=SIZE, default=1_000_000, help="ingest: events")
     b.add_argument(
         "--max-batch", type=SIZE, default=5_000,

@@ -287,6 +287,17 @@ class EquiLenseConfig(_Strict):
     min_pairs: int = Field(30, ge=1)
     #: attribute -> reference group code (default: the largest group)
     reference: dict[str, str] = Field(default_factory=dict)
+    #: MPPD's cost bound (docs/decisions.md, "EquiLense at fleet scale"): a model whose
+    #: cohort has more records, or whose matched pairs a pilot puts above sample_pairs,
+    #: gets MPPD on a seeded stratified sample (label x groups) of at most this many
+    #: records, each figure with its standard error; 0: always all records, at any cost
+    sample_records: int = Field(20_000, ge=0)
+    #: at most this many matched pairs in the sample (pairs grow as records^2)
+    sample_pairs: int = Field(1_500_000, ge=1_000)
+    #: records of each stratum at least (a smaller stratum whole)
+    sample_stratum_floor: int = Field(20, ge=1)
+    #: the seed of the sample (a keyed hash of record ids: the same records each run)
+    sample_seed: int = Field(0, ge=0)
 
 
 class LabelRule(_Strict):

@@ -45,6 +45,7 @@ from batch_axes.audit_cell import AuditCell
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result, published_axis3
 from batch_axes.equilense import AttributeMPPD, EquiLenseResult
+from batch_axes.mppd_sample import MPPDSampling
 from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.config.errors import UserError
@@ -56,6 +57,7 @@ from monitor.core.privacy import (
     SMALL_CELL_LABEL,
     period_blocks,
     published_count,
+    published_size,
     reportable,
     rounded_count,
     suppressed_groups,
@@ -212,6 +214,8 @@ class ReferenceBar:
     low_support: bool
     gap: float | None
     suppressed: bool
+    #: standard error of ``mean`` when MPPD was estimated on a sample (None: all records)
+    se: float | None = None
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,9 @@ class MPPDAttribute:
     means: tuple[tuple[float | None, ...], ...]
     pairs: tuple[tuple[int | None, ...], ...]  # None: fewer than SMALL_CELL pairs
     low_support: tuple[tuple[bool, ...], ...]
+    #: max - min of the bars shown, and its standard error on a sample
+    disparity: float | None = None
+    disparity_se: float | None = None
 
 
 @dataclass(frozen=True)
@@ -282,6 +289,8 @@ class ModelReport:
     axis3: Axis3Summary | None = None
     mppd: list[MPPDAttribute] = field(default_factory=list)
     mppd_note: str = ""
+    #: how MPPD was computed: on all records or on a stratified sample (with its size)
+    mppd_basis: str = ""
     #: why Axis 2 and Axis 3 show nothing ("" when they show what they have)
     axes_note: str = ""
     records: int | str | None = None  # records received, as published (rounded or "<11")
@@ -534,6 +543,7 @@ def mppd_attributes(per_attr: Mapping[str, AttributeMPPD]) -> list[MPPDAttribute
                     low_support=g.low_support,
                     gap=None if small else _num(g.gap_to_reference),
                     suppressed=small,
+                    se=None if small else _num(g.se),
                 )
             )
         k = len(pw.groups)
@@ -562,9 +572,45 @@ def mppd_attributes(per_attr: Mapping[str, AttributeMPPD]) -> list[MPPDAttribute
                 means=means,
                 pairs=pairs_rows,
                 low_support=low,
+                **_disparity(bars, ref.disparity_between, ref.disparity_se),
             )
         )
     return out
+
+
+def _disparity(
+    bars: Sequence[ReferenceBar], between: tuple[str, str] | None, se: float | None
+) -> dict[str, float | None]:
+    """max - min of the shown bars; on a sample its error, the stored one while the same
+    two groups are the maximum and minimum, else the two bars' errors in quadrature
+    (as :func:`batch_axes.equilense.disparity_of_shown`)."""
+    shown = [b for b in bars if b.mean is not None and not b.suppressed]
+    if len(shown) < 2:
+        return {"disparity": None, "disparity_se": None}
+    hi = max(shown, key=lambda b: b.mean)  # type: ignore[arg-type, return-value]
+    lo = min(shown, key=lambda b: b.mean)  # type: ignore[arg-type, return-value]
+    if between is not None and tuple(between) != (hi.group, lo.group):
+        se = None if hi.se is None or lo.se is None else math.hypot(hi.se, lo.se)
+    elif between is None:
+        se = None
+    return {"disparity": hi.mean - lo.mean, "disparity_se": _num(se)}  # type: ignore[operator]
+
+
+def mppd_basis(sampling: MPPDSampling | None) -> str:
+    """The sentence that says how a model's MPPD figures were computed."""
+    if sampling is None:
+        return ""
+    n, total = (
+        f"{c:,}" if isinstance(c := published_size(x) if isinstance(x, int) else x, int) else c
+        for x in (sampling.records, sampling.cohort_records)
+    )
+    if not sampling.sampled:
+        return f"MPPD from all {total} records of the cohort (exact)."
+    return (
+        f"MPPD from a stratified sample (label x groups, seed {sampling.seed}) of {n} of "
+        f"{total} records: ± is the 95 % interval of the sampling error "
+        "(1.96 standard errors)."
+    )
 
 
 def config_hash(config: MonitorConfig) -> str:
@@ -1119,6 +1165,7 @@ def _set_mppd(mr: ModelReport, result: EquiLenseResult) -> None:
     entry = result.models.get(mr.model_id)
     if entry is not None:
         mr.mppd = mppd_attributes(entry.mppd)
+        mr.mppd_basis = mppd_basis(entry.sampling)
     elif result.mppd_note:
         mr.mppd_note = result.mppd_note
 

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from batch_axes.axis3 import LANDIS_KOCH
+from batch_axes.mppd_sample import Z95
 from monitor.core.explain import tier_name
 from monitor.core.privacy import SMALL_CELL_LABEL as WITHHELD
 from monitor.report.data import (
@@ -497,7 +498,8 @@ def mppd_figure(model: ModelReport, group_labels: dict[str, dict[str, str]]) -> 
             colour = BLACK if b.group == mp.reference else (PURPLE if b.low_support else BLUE)
             bar.barh(y, b.mean, color=colour, height=0.6)
             gap = "reference" if b.group == mp.reference else f"{b.gap:+.3f}"
-            bar.text(b.mean, y, f" {b.mean:.3f} ({gap})", va="center", fontsize=6)
+            pm = "" if b.se is None else f" ± {Z95 * b.se:.3f}"  # on a sample: 95 % interval
+            bar.text(b.mean, y, f" {b.mean:.3f}{pm} ({gap})", va="center", fontsize=6)
         bar.set_yticks(ys, [labels.get(b.group, b.group) for b in mp.bars], fontsize=6)
         bar.set_ylim(len(ys) - 0.5, -0.5)
         ref = labels.get(mp.reference or "", mp.reference or "none")

@@ -20,6 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from batch_axes.axis3 import landis_koch_band
+from batch_axes.mppd_sample import Z95
 from monitor.config import MonitorConfig
 from monitor.core.explain import tier_name
 from monitor.core.privacy import ROUNDING_BASE, SMALL_CELL
@@ -251,7 +252,21 @@ def _model_view(m: ModelReport, data: ReportData) -> dict[str, Any]:
             else f"Hospital agreement not applicable: {m.axis3.reason}"
         ),
         "mppd_note": m.mppd_note,
+        "mppd_basis": _mppd_headline(m),
     }
+
+
+def _mppd_headline(m: ModelReport) -> str:
+    """How MPPD was computed and, per attribute, its disparity (max - min against the
+    reference), with the 95 % sampling interval when it was estimated on a sample."""
+    parts = []
+    for mp in m.mppd:
+        if mp.disparity is None:
+            continue
+        pm = "" if mp.disparity_se is None else f" ± {Z95 * mp.disparity_se:.3f}"
+        parts.append(f"{mp.attribute.replace('_', ' ')} {mp.disparity:.3f}{pm}")
+    head = f"MPPD disparity (max - min): {'; '.join(parts)}. " if parts else ""
+    return (head + m.mppd_basis).strip()
 
 
 def _day_text(d: Any) -> str:

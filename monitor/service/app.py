@@ -14,7 +14,6 @@ cursors of the same connection.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -406,11 +405,7 @@ class MonitorService:
         def compute(model_id: str, frame: pd.DataFrame) -> EquiLenseResult:
             features = None
             if names:
-                rows = [
-                    [float((f or {}).get(k, np.nan)) for k in names]
-                    for f in (_loads(x) for x in frame["features"])
-                ]
-                features = np.asarray(rows, dtype=np.float64).reshape(len(frame), len(names))
+                features = queries.feature_matrix(frame["features"], names)
                 keep = np.isfinite(features).all(axis=1)
                 frame, features = frame[keep], features[keep]
             tables = tables_from_frame(frame, self.config)
@@ -501,14 +496,6 @@ class MonitorService:
 
     def axes(self, axis: str, model: str | None, limit: int, offset: int) -> list[dict] | None:
         return stored_axes(self.store, axis, model, limit, offset)
-
-
-def _loads(x: Any) -> dict | None:
-    import json
-
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return None
-    return json.loads(x) if isinstance(x, str) else x
 
 
 def run_until_stopped(

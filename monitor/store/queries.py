@@ -580,3 +580,28 @@ def outbox_batch(c: duckdb.DuckDBPyConnection, limit: int) -> list[tuple[int, st
     return c.execute(
         "SELECT id, key, value FROM results_outbox ORDER BY id LIMIT ?", [limit]
     ).fetchall()
+
+
+def feature_matrix(texts: pd.Series, names: Sequence[str]) -> np.ndarray:
+    """The ``features`` JSON of each record (one text per row, as ``window_records`` with
+    details returns it) as a records x ``names`` float matrix; NaN where a feature is
+    missing, null or not a number.
+
+    Why in DuckDB: a Python ``json.loads`` per record cost ~13 us (0.3 s for the demo's
+    cohort, half a minute for 1.8M records); DuckDB's vectorised ``json_extract`` on the
+    frame's column (an in-memory connection: no file is touched) is several times faster.
+    """
+    if not names:
+        return np.zeros((len(texts), 0), dtype=np.float64)
+    frame = pd.DataFrame({"j": texts.astype(object).where(texts.notna(), None)})
+    cols = ", ".join(
+        f"TRY_CAST(json_extract_string(j, ${k + 1}) AS DOUBLE) AS f{k}" for k in range(len(names))
+    )
+    paths = ['$."' + str(n).replace('"', '\\"') + '"' for n in names]
+    with duckdb.connect() as con:
+        con.register("records_features", frame)
+        got = con.execute(f"SELECT {cols} FROM records_features", paths).fetchnumpy()
+    cols_out = [np.ma.asarray(got[f"f{k}"], dtype=np.float64) for k in range(len(names))]
+    return np.column_stack([np.ma.filled(c, np.nan) for c in cols_out]).reshape(
+        len(texts), len(names)
+    )

@@ -29,6 +29,18 @@ def test_bench_mppd_fast_matcher_agrees_with_the_oracle(capsys) -> None:
     assert out["same_pairs"] is True and out["speedup"] > 0
 
 
+def test_bench_mppd_bound_times_exact_against_the_bounded_sample(capsys) -> None:
+    """--bound: exact and bounded EquiLense side by side, with the sampled value's error;
+    a size under the sample bound is computed on all records (identical figures)."""
+    out = _run(capsys, "mppd", "--bound", "--sizes", "5000,30000", "--repeats", "1")
+    small, large = out["sizes"]["5000"], out["sizes"]["30000"]
+    assert small["bounded"]["method"] == "all records" and small["within_95"] is True
+    assert small["bounded"]["mppd_disparity_group"] == small["full"]["mppd_disparity_group"]
+    b = large["bounded"]
+    assert b["method"] == "stratified sample" and b["records"] <= out["sample_records"]
+    assert b["mppd_disparity_group_se"] > 0 and large["full_s"] > 0 and large["ratio"] > 0
+
+
 def test_bench_axis1_fast_agrees_with_the_record_oracle(capsys) -> None:
     out = _run(capsys, "axis1", "--models", "1", "--window", "2000", "--repeats", "1")
     assert out["cells"] == 28 and out["max_vfr_diff"] <= out["vfr_tolerance"]

@@ -423,3 +423,54 @@ def test_cell_sentence_puts_the_pooled_estimate_beside_the_raw_one():
     assert s.index("Pooled") < s.index("DI by race x sex fails because Black x Female")
     small = cell_sentence(cell_from_result({**row, "window_n": 8}), 0.10, 50_000, 0.40)
     assert "Pooled" not in small and "because" not in small
+
+
+def test_the_page_says_how_mppd_was_computed_and_its_error(db, page):
+    """A figure a board reads says whether it is exact or estimated on a sample, and on a
+    sample it carries its 95 % interval: the stored result's sampling is on the page."""
+    with duckdb.connect(str(db[0]), read_only=True) as c:
+        eq = json.loads(
+            c.execute(
+                "SELECT payload FROM axis_results WHERE axis = 'equilense' "
+                "AND model_id = 'model-00' ORDER BY computed_at DESC LIMIT 1"
+            ).fetchone()[0]
+        )
+    how = eq["models"]["model-00"]["sampling"]
+    assert "MPPD disparity (max - min)" in page
+    if how["method"] == "stratified sample":
+        assert "MPPD from a stratified sample" in page and "±" in page
+    else:
+        assert "MPPD from all" in page
+
+
+def test_a_sampled_mppd_reads_with_its_interval_and_sample_size():
+    from batch_axes.mppd_sample import Z95, MPPDSampling
+    from monitor.report.data import ModelReport, mppd_basis
+    from monitor.report.render import _mppd_headline
+
+    raw = {"sex": {
+        "reference": {"reference": "0", "min_pairs": 30, "disparity": 0.04,
+                      "disparity_se": 0.003, "disparity_between": ["1", "0"], "groups": [
+            {"group": "0", "mean": 0.10, "pairs": 900, "low_support": False,
+             "gap_to_reference": 0.0, "se": 0.002, "gap_se": 0.0},
+            {"group": "1", "mean": 0.14, "pairs": 700, "low_support": False,
+             "gap_to_reference": 0.04, "se": 0.0025, "gap_se": 0.003},
+            {"group": "2", "mean": 0.12, "pairs": 800, "low_support": False,
+             "gap_to_reference": 0.02, "se": 0.002, "gap_se": 0.002},
+        ]},
+        "pairwise": {"groups": ["0", "1", "2"], "min_pairs": 30,
+                     "means": [[0.1, 0.14, 0.12], [0.14, 0.2, 0.1], [0.12, 0.1, 0.1]],
+                     "pairs": [[900, 700, 800], [700, 600, 500], [800, 500, 400]],
+                     "low_support": [[False] * 3] * 3},
+    }}  # fmt: skip
+    m = ModelReport("m", [])
+    m.mppd = mppd_attributes({k: AttributeMPPD.from_dict(v) for k, v in raw.items()})
+    m.mppd_basis = mppd_basis(MPPDSampling("stratified sample", 20_003, 1_800_002, 0, 160,
+                                           20_000, 1_500_000))  # fmt: skip
+    text = _mppd_headline(m)
+    assert f"sex 0.040 ± {Z95 * 0.003:.3f}" in text
+    # record counts as published: rounded to 5
+    assert "of 20,005 of 1,800,000 records" in text
+    assert mppd_basis(MPPDSampling("all records", 24_488, 24_488, 0, 1, 20_000, 1)) == (
+        "MPPD from all 24,490 records of the cohort (exact)."
+    )

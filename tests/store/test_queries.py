@@ -142,3 +142,24 @@ def test_axis_job_and_outbox_reads(c):
     (run,) = queries.job_runs(c)
     assert (run.job, run.success, run.failed, run.last_state) == ("axis2", 1, 0, "success")
     assert queries.outbox_batch(c, 10) == []  # a single service writes no outbox
+
+
+def test_feature_matrix_reads_what_a_json_loads_per_record_read():
+    """The EquiLense job's features, parsed in DuckDB: the same floats as json.loads of
+    each record, NaN for a missing, null or non-numeric value, in row order."""
+    import json as _json
+
+    import numpy as _np
+    import pandas as _pd
+
+    from monitor.store.queries import feature_matrix
+
+    rng = _np.random.default_rng(0)
+    rows = [{"a": float(x), "b c": int(y)} for x, y in rng.normal(size=(50, 2)) * 1e3]
+    texts = [_json.dumps(r) for r in rows] + [None, '{"a": null}', '{"a": "x", "b c": 2}', "{}"]
+    got = feature_matrix(_pd.Series(texts, dtype=object), ["a", "b c"])
+    want = _np.array(
+        [[r["a"], r["b c"]] for r in rows]
+        + [[_np.nan, _np.nan], [_np.nan, _np.nan], [_np.nan, 2.0], [_np.nan, _np.nan]]
+    )
+    assert got.shape == (54, 2) and _np.array_equal(got, want, equal_nan=True)
