@@ -69,7 +69,18 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     elif args.what == "soak":
         from monitor.bench.soak import run_soak
 
-        out = run_soak(minutes=args.minutes, rate=args.rate, bootstrap=args.bootstrap)
+        out = run_soak(minutes=args.minutes, rate=args.rate or 5_000.0, bootstrap=args.bootstrap)
+    elif args.what == "page":
+        from pathlib import Path
+
+        from monitor.bench.page import run_page_bench, with_before
+
+        out = run_page_bench(
+            records=args.records or 100_000, rate=args.rate or 3_000.0, clients=args.clients,
+            repeats=args.repeats,
+        )  # fmt: skip
+        if args.before:
+            out = with_before(out, json.loads(Path(args.before).read_text()))
     else:
         from monitor.bench.mppd import run_mppd_bench
 
@@ -140,7 +151,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         path, note = write_report(
             db=args.db, audit_dir=args.audit_dir, out=args.out, models=args.model, since=since,
             until=until, compare=tuple(args.compare) if args.compare else None, config=config,
-            interventions=args.interventions,
+            interventions=args.interventions, figure_cache=args.figure_cache,
         )  # fmt: skip
     except ReportInputError as exc:
         print(f"vfr-monitor report: {exc}", file=sys.stderr)
@@ -468,9 +479,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="benchmarks: fast path and baseline timed in the same run")
-    b.add_argument("what", choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak"])
+    b.add_argument("what", choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak", "page"])
     b.add_argument("--minutes", type=POSITIVE, default=10.0, help="soak: duration")
-    b.add_argument("--rate", type=POSITIVE, default=5_000.0, help="soak: events per second")
+    b.add_argument(
+        "--rate", type=POSITIVE, default=None,
+        help="soak: events per second (5,000); page: messages/s replayed (3,000, the demo's)",
+    )  # fmt: skip
+    b.add_argument("--clients", type=SIZE, default=4, help="page: parallel HTTP clients")
+    b.add_argument("--before", default=None, help="page: JSON of a before run, for ratios")
     b.add_argument(
         "--config", default=None, help="TOML config (defaults: docs/method.md section 9)"
     )
@@ -481,7 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--sweep", action="store_true", help="fast_s for windows 1e3..1e6")
     b.add_argument(
         "--records", type=SIZE, default=None,
-        help="axes: cohort size (1,000,000); alerts: demo discharges (100,000)",
+        help="axes: cohort size (1,000,000); alerts, page: demo discharges (100,000)",
     )  # fmt: skip
     b.add_argument("--n", type=SIZE, default=20_000, help="mppd: records for fast vs oracle")
     b.add_argument("--n-large", type=SIZE, default=50_000, help="mppd: records, fast only")
@@ -538,6 +554,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument(
         "--interventions", default=None, help="add the four baselines of `intervene --out DIR`"
     )
+    rp.add_argument(
+        "--figure-cache", default=None,
+        help="directory keeping each figure's SVG under a hash of its data: a figure whose "
+        "data did not change since a report written with the same directory is not redrawn",
+    )  # fmt: skip
     rp.set_defaults(func=_cmd_report)
 
     r = sub.add_parser("run", help="the monitor service (Kafka, or an embedded replay)")
