@@ -77,3 +77,20 @@ def test_a_cache_directory_keeps_figures_for_the_next_report(db, tmp_path, capsy
     assert "<!-- kept -->" in second.read_text() and "<!-- kept -->" not in first.read_text()
     assert sorted(cache_dir.glob("*.svg")) == kept
     capsys.readouterr()
+
+
+def test_rolling_auroc_is_sklearns_value_with_ties():
+    """The report's AUROC per block (the service's midrank statistic) is sklearn's
+    ``roc_auc_score``, ties included (scores rounded to two decimals: many ties)."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    from monitor.report.data import rolling_auroc
+
+    rng = np.random.default_rng(3)
+    label = (rng.random(5000) < 0.3).astype(np.int64)
+    score = np.round(np.clip(0.3 * label + rng.random(5000) * 0.7, 0, 1), 2)
+    got = rolling_auroc(label, score, 1000, 5000)
+    want = [roc_auc_score(label[s : s + 1000], score[s : s + 1000]) for s in range(0, 5000, 1000)]
+    assert len(got) == 5
+    assert all(abs(p.auroc - w) < 1e-12 for p, w in zip(got, want, strict=True))
