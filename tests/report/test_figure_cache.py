@@ -94,3 +94,13 @@ def test_rolling_auroc_is_sklearns_value_with_ties():
     want = [roc_auc_score(label[s : s + 1000], score[s : s + 1000]) for s in range(0, 5000, 1000)]
     assert len(got) == 5
     assert all(abs(p.auroc - w) < 1e-12 for p, w in zip(got, want, strict=True))
+
+
+def test_the_cache_keeps_at_most_its_byte_budget_newest_first():
+    cache = figures.FigureCache(max_bytes=10)
+    for k in "abc":
+        cache.put(k, k * 4)  # 4 characters each: two fit
+    assert cache.get("a") is None  # the oldest went
+    assert cache.get("b") == "bbbb"  # now used after "c"
+    cache.put("d", "dddd")  # so "c" goes
+    assert cache.get("c") is None and cache.get("b") == "bbbb" and cache.get("d") == "dddd"
