@@ -75,10 +75,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         from monitor.bench.page import run_page_bench, with_before
 
-        out = run_page_bench(
-            records=args.records or 100_000, rate=args.rate or 3_000.0, clients=args.clients,
-            repeats=args.repeats,
-        )  # fmt: skip
+        records, rate = args.records or 100_000, args.rate or 3_000.0
+        page_cfg, payloads = _demo_payloads(cfg, records, rate)
+        out = run_page_bench(page_cfg, payloads, records=records, rate=rate,
+                             clients=args.clients, repeats=args.repeats)  # fmt: skip
         if args.before:
             out = with_before(out, json.loads(Path(args.before).read_text()))
     else:
@@ -91,6 +91,23 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         for k, v in out.items():
             print(f"{k:>18}: {v}")
     return 0
+
+
+def _demo_payloads(cfg: Any, records: int, rate: float) -> tuple[Any, list[bytes]]:
+    """The demo's config and scored stream as payloads (two models trained on the synthetic
+    year), as `vfr-monitor demo` replays them."""
+    import pandas as pd
+
+    from monitor.demo import DemoOptions, build_stream, demo_config, payload_stream
+
+    opts = DemoOptions(records=records, rate=rate, live=False)
+    stream, _ = build_stream(opts)
+    demo_cfg = demo_config(
+        cfg, None, opts, tuple(stream.models[0].features),
+        tuple(m.model_id for m in stream.models),
+        oldest_event_time=pd.to_datetime(stream.frame["event_time"], utc=True).min(),
+    )  # fmt: skip
+    return demo_cfg, payload_stream(stream)
 
 
 def _headless_demo(cfg: Any, records: int, out_dir: str) -> str:

@@ -18,17 +18,16 @@ is closed and the finished file's **full report** is rendered ``repeats`` times
 emptied before each (cold: every figure drawn), and ``repeats`` times more with it kept
 (what the status page pays when nothing changed).
 
-Before/after: the module runs against whatever ``monitor`` is importable, so the same file
-times an older checkout (``PYTHONPATH=<old checkout> python monitor/bench/page.py --json >
-before.json``); ``--before before.json`` adds that run and the ratios (before / after) to
-the output. Traffic goes to 127.0.0.1 only; every loop is bounded in count and time.
+Before/after: the module uses only the service's own entry points (``MonitorService``,
+``run_until_stopped``, ``render_report``), so loaded by path it times an older checkout's
+``monitor`` too (the issue 25 closing note has the commands); ``--before before.json``
+adds that run and the ratios (before / after) to the output. Traffic goes to 127.0.0.1
+only; every loop is bounded in count and time.
 """
 
 from __future__ import annotations
 
-import argparse
 import http.client
-import json
 import math
 import statistics
 import tempfile
@@ -135,31 +134,22 @@ def _timed(draw: Any, took: list[float]) -> Any:
 
 
 def run_page_bench(
+    cfg: Any,
+    payloads: list[bytes],
     *,
-    records: int = 100_000,
+    records: int | None = None,
     rate: float = 3_000.0,
     clients: int = 4,
     repeats: int = 3,
-    seed: int = 0,
     timeout_s: float = 30.0,
     max_stream_s: float = 900.0,
 ) -> dict[str, Any]:
-    """The bench (see the module docstring); returns the JSON-able figures."""
-    import pandas as pd
-
+    """The bench (see the module docstring) on the demo's config and payloads, which the
+    entry point prepares (``vfr-monitor bench page``: :mod:`monitor.demo`'s stream); returns
+    the JSON-able figures. ``records``: the demo's discharges, reported as given."""
     from consumers.embedded import EmbeddedSource
-    from monitor.config import load_config
-    from monitor.demo import DemoOptions, build_stream, demo_config, payload_stream
     from monitor.service.app import MonitorService, run_until_stopped
 
-    opts = DemoOptions(records=records, rate=rate, seed=seed, live=False)
-    stream, _ = build_stream(opts)
-    cfg = demo_config(
-        load_config(None), None, opts, tuple(stream.models[0].features),
-        tuple(m.model_id for m in stream.models),
-        oldest_event_time=pd.to_datetime(stream.frame["event_time"], utc=True).min(),
-    )  # fmt: skip
-    payloads = payload_stream(stream)
     answers: list[tuple[float, float, bool]] = []
     failures: list[int] = []
     drawn: list[float] = []
@@ -228,24 +218,3 @@ def with_before(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]
         if isinstance(a, int | float) and isinstance(b, int | float) and a > 0:
             ratios[k] = round(b / a, 2)
     return {**after, "before": before, "ratio_before_over_after": ratios}
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--records", type=int, default=100_000)
-    p.add_argument("--rate", type=float, default=3_000.0)
-    p.add_argument("--clients", type=int, default=4)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--before", default=None, help="JSON of an earlier run to compare with")
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    out = run_page_bench(records=args.records, rate=args.rate, clients=args.clients,
-                         repeats=args.repeats)  # fmt: skip
-    if args.before:
-        out = with_before(out, json.loads(Path(args.before).read_text()))
-    print(json.dumps(out) if args.json else "\n".join(f"{k:>24}: {v}" for k, v in out.items()))
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
