@@ -81,7 +81,18 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     elif args.what == "soak":
         from monitor.bench.soak import run_soak
 
-        out = run_soak(minutes=args.minutes, rate=args.rate, bootstrap=args.bootstrap)
+        out = run_soak(minutes=args.minutes, rate=args.rate or 5_000.0, bootstrap=args.bootstrap)
+    elif args.what == "page":
+        from pathlib import Path
+
+        from monitor.bench.page import run_page_bench, with_before
+
+        records, rate = args.records or 100_000, args.rate or 3_000.0
+        page_cfg, payloads = _demo_payloads(cfg, records, rate)
+        out = run_page_bench(page_cfg, payloads, records=records, rate=rate,
+                             clients=args.clients, repeats=args.repeats)  # fmt: skip
+        if args.before:
+            out = with_before(out, json.loads(Path(args.before).read_text()))
     else:
         from monitor.bench.mppd import run_mppd_bench, run_mppd_bound_bench
 
@@ -96,6 +107,23 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         for k, v in out.items():
             print(f"{k:>18}: {v}")
     return 0
+
+
+def _demo_payloads(cfg: Any, records: int, rate: float) -> tuple[Any, list[bytes]]:
+    """The demo's config and scored stream as payloads (two models trained on the synthetic
+    year), as `vfr-monitor demo` replays them."""
+    import pandas as pd
+
+    from monitor.demo import DemoOptions, build_stream, demo_config, payload_stream
+
+    opts = DemoOptions(records=records, rate=rate, live=False)
+    stream, _ = build_stream(opts)
+    demo_cfg = demo_config(
+        cfg, None, opts, tuple(stream.models[0].features),
+        tuple(m.model_id for m in stream.models),
+        oldest_event_time=pd.to_datetime(stream.frame["event_time"], utc=True).min(),
+    )  # fmt: skip
+    return demo_cfg, payload_stream(stream)
 
 
 def _headless_demo(cfg: Any, records: int, out_dir: str) -> str:
@@ -156,7 +184,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         path, note = write_report(
             db=args.db, audit_dir=args.audit_dir, out=args.out, models=args.model, since=since,
             until=until, compare=tuple(args.compare) if args.compare else None, config=config,
-            interventions=args.interventions,
+            interventions=args.interventions, figure_cache=args.figure_cache,
         )  # fmt: skip
     except ReportInputError as exc:
         print(f"vfr-monitor report: {exc}", file=sys.stderr)
@@ -484,9 +512,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="benchmarks: fast path and baseline timed in the same run")
-    b.add_argument("what", choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak"])
+    b.add_argument("what", choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak", "page"])
     b.add_argument("--minutes", type=POSITIVE, default=10.0, help="soak: duration")
-    b.add_argument("--rate", type=POSITIVE, default=5_000.0, help="soak: events per second")
+    b.add_argument(
+        "--rate", type=POSITIVE, default=None,
+        help="soak: events per second (5,000); page: messages/s replayed (3,000, the demo's)",
+    )  # fmt: skip
+    b.add_argument("--clients", type=SIZE, default=4, help="page: parallel HTTP clients")
+    b.add_argument("--before", default=None, help="page: JSON of a before run, for ratios")
     b.add_argument(
         "--config", default=None, help="TOML config (defaults: docs/method.md section 9)"
     )
@@ -497,7 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--sweep", action="store_true", help="fast_s for windows 1e3..1e6")
     b.add_argument(
         "--records", type=SIZE, default=None,
-        help="axes: cohort size (1,000,000); alerts: demo discharges (100,000)",
+        help="axes: cohort size (1,000,000); alerts, page: demo discharges (100,000)",
     )  # fmt: skip
     b.add_argument(
         "--from-store", action="store_true",
@@ -569,6 +602,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument(
         "--interventions", default=None, help="add the four baselines of `intervene --out DIR`"
     )
+    rp.add_argument(
+        "--figure-cache", default=None,
+        help="directory keeping each figure's SVG under a hash of its data: a figure whose "
+        "data did not change since a report written with the same directory is not redrawn",
+    )  # fmt: skip
     rp.set_defaults(func=_cmd_report)
 
     r = sub.add_parser("run", help="the monitor service (Kafka, or an embedded replay)")

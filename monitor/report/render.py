@@ -442,12 +442,16 @@ def write_report(
     compare: tuple[str, str] | None = None,
     config: MonitorConfig | None = None,
     interventions: str | Path | None = None,
+    figure_cache: str | Path | None = None,
 ) -> tuple[Path, str | None]:
     """Render and write a report; returns the path written and a note when it was renamed.
 
     ``out``: a file, a directory, or None (the current directory). In a directory the
     name carries the model(s) and the period; an existing file is never overwritten:
     the first free ``-2``, ``-3`` ... suffix is used, and the note says so.
+    ``figure_cache``: a directory where each figure's SVG is kept under a hash of its
+    data (:class:`monitor.report.figures.FigureCache`), so a report written again from
+    unchanged data draws no figure.
     """
     if (db is None) == (audit_dir is None):
         raise ReportInputError("give exactly one of --db FILE or --audit-dir DIR")
@@ -462,9 +466,15 @@ def write_report(
             if m not in [x.model_id for x in data.models]:
                 names = ", ".join(x.model_id for x in data.models)
                 raise ReportInputError(f"--compare {m}: no such model; models: {names}")
-    html = render_data(
-        data, compare, None if interventions is None else read_interventions(interventions)
+    cache = (
+        figures.active_cache()
+        if figure_cache is None
+        else figures.FigureCache(directory=figure_cache)
     )
+    with figures.using_cache(cache):
+        html = render_data(
+            data, compare, None if interventions is None else read_interventions(interventions)
+        )
     who = (
         f"{compare[0]}-vs-{compare[1]}"
         if compare

@@ -116,6 +116,9 @@ class MonitorService:
         self.dead_letter_watch = DeadLetterWatch()
         #: this process's stored records and dead letters, for the line `run` ends with
         self.tally = IngestTally()
+        #: what the status page is drawn from changed: evaluations and scheduled-axis runs
+        #: seen; read without a lock on the request thread (see the page below)
+        self.page_version = 0
         self.pipeline = Pipeline(
             config, self.store, on_batch=self._after_batch, drift=self.drift, clock=clock
         )
@@ -134,9 +137,12 @@ class MonitorService:
         #: each owned model's audit cohort as count tables, for Axis 2 and Axis 3
         self.cohorts = CohortBook(config)
         #: the report at ``/``: drawn on a thread of its own, one drawing at a time
+        #: its version is a counter, not ``pipeline.evaluation_total``: that takes the
+        #: pipeline's lock, which an ingest batch holds for its whole write, and ``GET /``
+        #: waited behind it (seconds under load: issue 25, target 3)
         self.page = PageRenderer(
             lambda: stored_report(self.store, self.config, _NO_REPORT_YET),
-            self.pipeline.evaluation_total, max_age_s=STATUS_PAGE_MAX_AGE_S,
+            lambda: self.page_version, max_age_s=STATUS_PAGE_MAX_AGE_S,
         )  # fmt: skip
         self.api: ApiServer | None = None
         self.http_port = config.service.http_port if http_port is None else http_port
@@ -228,6 +234,8 @@ class MonitorService:
         now = self.clock()
         if report.received:
             self.last_ingest = now
+        if report.evaluations:
+            self.page_version += len(report.evaluations)
         window_n = {c.key: c.result.window_n for c in report.cells}
         items: list[Callable[[], None]] = []
         if report.received:
@@ -425,6 +433,7 @@ class MonitorService:
 
     def _job_outcome(self, o: JobOutcome) -> None:
         self.exporter.record_job(o.job, o.state, o.duration_s, o.started_at)
+        self.page_version += 1  # a new axis result, or a failed run the page lists
         cursor = self.store.cursor()
         try:
             self.store.write_job_run(

@@ -69,7 +69,10 @@ class PageRenderer:
     """Single-flight background drawing of a page, and its last version from memory.
 
     ``draw`` returns the page (it may block for seconds and read the DuckDB file);
-    ``version`` is cheap and changes when the page would change (the evaluation count).
+    ``version`` changes when the page would change (the evaluations seen). It is read on
+    the request thread, so it must never wait: a counter, not a call that takes the
+    pipeline's lock (an ingest batch holds that for its whole write; the status page's
+    first byte waited behind it for seconds, issue 25).
     """
 
     def __init__(

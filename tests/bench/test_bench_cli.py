@@ -138,3 +138,23 @@ def test_bench_axes_from_store_times_both_paths_on_a_real_file(capsys) -> None:
     assert 0 < out["records_moved_per_day_run"] <= 2 * 2 * per_day * 1.5
     assert set(out["noop_update_one_model_s"]) == {"9000", "1125"}
     assert all(b > 0 for b in out["memory_bytes_per_model"].values())
+
+
+def test_bench_page_reads_the_status_page_while_the_demo_stream_runs(capsys, tmp_path) -> None:
+    """Four real HTTP clients on the running service's ``/``, then the file's full report
+    timed cold and cached; a before run gives ratios (before / after)."""
+    from monitor.bench.page import with_before
+
+    before = tmp_path / "before.json"
+    before.write_text(json.dumps({"first_byte_p95_s": 30.0, "report_render_s": 12.0}))
+    out = _run(capsys, "page", "--records", "6000", "--repeats", "1", "--before", str(before))
+    assert out["clients"] == 4 and out["messages"] > 6000  # two models score the stream
+    assert out["requests"] > 0 and out["failed_requests"] == 0
+    assert out["first_byte_p50_s"] <= out["first_byte_p95_s"] <= out["first_byte_max_s"]
+    assert out["report_render_s"] > 0 and out["report_render_cached_s"] > 0
+    assert out["figure_cache"] is True and out["html_bytes"] > 0
+    ratios = out["ratio_before_over_after"]
+    assert set(ratios) == {"first_byte_p95_s", "report_render_s"}
+    assert ratios["report_render_s"] == round(12.0 / out["report_render_s"], 2)
+    zero = with_before({"report_render_s": 0.0}, {"report_render_s": 1.0})
+    assert zero["ratio_before_over_after"] == {}  # no ratio to a zero

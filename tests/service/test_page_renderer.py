@@ -161,3 +161,49 @@ def test_a_failed_drawing_keeps_the_last_page_and_is_retried_later():
     r.close()
     clock.now += 100.0
     assert r.refresh() is False  # closed: no new drawing
+
+
+def test_the_page_is_answered_while_an_ingest_batch_holds_the_pipeline(tmp_path):
+    """``GET /`` answers from memory while the pipeline's lock is held (an ingest batch
+    holds it for its whole write; the page's version used to be read under it, and the
+    first byte waited for the batch: issue 25). The lock is held for longer than the
+    client waits, so a request that waits for it fails."""
+    service = MonitorService(CFG, db_path=str(tmp_path / "s.duckdb"), http_port=0,
+                             start_scheduler=False)  # fmt: skip
+    held, release = threading.Event(), threading.Event()
+
+    def batch() -> None:  # holds the lock as ingest_batch does, on a thread of its own
+        with service.pipeline.lock:
+            held.set()
+            release.wait(timeout=3 * CLIENT_TIMEOUT_S)
+
+    holder = threading.Thread(target=batch, daemon=True)
+    try:
+        service.start()
+        feed_service(service, 2000, seed=1)
+        assert service.page.wait_drawn(60)
+        holder.start()
+        assert held.wait(timeout=CLIENT_TIMEOUT_S)
+        status, page, took = _get(service.api.url + "/")  # raises after CLIENT_TIMEOUT_S
+        assert status == 200 and "model-00" in page and took < CLIENT_TIMEOUT_S
+    finally:
+        release.set()
+        holder.join(timeout=3 * CLIENT_TIMEOUT_S)
+        service.close()
+
+
+def test_new_evaluations_and_axis_runs_make_the_page_stale(tmp_path):
+    """The page's version (read without the pipeline's lock) moves with each evaluation
+    and each scheduled-axis run, so the page is redrawn after either."""
+    service = MonitorService(CFG, db_path=str(tmp_path / "s.duckdb"), http_port=0,
+                             start_scheduler=False)  # fmt: skip
+    try:
+        service.start()
+        v0 = service.page_version
+        feed_service(service, 2000, seed=1)
+        v1 = service.page_version
+        assert v1 - v0 == service.pipeline.evaluation_total()  # one per evaluation
+        assert service.scheduler.run_now_blocking("axis3").state in ("success", "failed")
+        assert service.page_version == v1 + 1
+    finally:
+        service.close()
