@@ -821,7 +821,7 @@ class Pipeline:
         enc = pa.chunked_array([models]) if isinstance(models, pa.Array) else models
         enc = enc.combine_chunks().dictionary_encode()
         names = enc.dictionary.to_pylist()
-        todo = {m: _JoinCursor(j.arrays()) for m, j in joins.items() if m in self._models}
+        todo = {m: _JoinCursor(j.arrays()) for m, j in joins.items()}
         codes = enc.indices.to_numpy(zero_copy_only=False)
         order = np.argsort(codes, kind="stable")
         ends = np.cumsum(np.bincount(codes, minlength=len(names)))
@@ -861,6 +861,8 @@ class Pipeline:
                 cursor.apply(w, None)
             touched.add(model_id)
         for model_id, cursor in todo.items():  # outcomes only: no hop point moves
+            if model_id not in self._models:  # not held here (its partition revoked)
+                continue
             cursor.apply(self._models[model_id].window, None)
             touched.add(model_id)
         return submitted, touched
