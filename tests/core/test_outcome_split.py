@@ -49,10 +49,10 @@ def test_label_free_cells_match_the_group_stratified_oracle(cohort, share, seed)
     known = np.random.default_rng(seed).random(len(g)) < share
     joined, pending = _split(cohort, known)
     K = 300
-    fast = evaluate_split(label_free_tables(joined, pending), joined, FREE, K=K, N=10_000,
-                          min_group_support=10, seed=seed)  # fmt: skip
-    ref = reference_axis1_label_free("m", "a", groups, g, d, s, FREE, K=K, N=10_000,
-                                     min_group_support=10, rng=np.random.default_rng(seed + 1))  # fmt: skip
+    kw = {"K": K, "N": 10_000, "min_group_support": 10}
+    fast = evaluate_split(label_free_tables(joined, pending), joined, FREE, seed=seed, **kw)
+    rng = np.random.default_rng(seed + 1)
+    ref = reference_axis1_label_free("m", "a", groups, g, d, s, FREE, rng=rng, **kw)
     assert len(fast) == len(ref) == 2
     for f, r in zip(fast, ref, strict=True):
         assert f.window_n == len(g)  # every prediction, known label or not
