@@ -45,7 +45,7 @@ def test_which_metrics_need_the_label():
     seed=st.integers(0, 2**31),
 )
 def test_label_free_cells_match_the_group_stratified_oracle(cohort, share, seed):
-    groups, g, y, d, s = cohort
+    groups, g, _y, d, s = cohort
     known = np.random.default_rng(seed).random(len(g)) < share
     joined, pending = _split(cohort, known)
     K = 300
