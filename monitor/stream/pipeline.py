@@ -594,6 +594,10 @@ class Pipeline:
             outcomes = _NO_OUTCOMES
         if not len(outcomes) and not len(new):
             return {}
+        if not len(outcomes) and not self.store.held_count():
+            # the usual batch of scored discharges: only the models' clocks move
+            self._advance_clocks(rows["model_id"], new.event_time)
+            return {}
         models = rows["model_id"].to_numpy(zero_copy_only=False)
         records = rows["record_id"].to_numpy(zero_copy_only=False)
         before = {m: ms.window.arrivals for m, ms in self._models.items()}
@@ -616,6 +620,17 @@ class Pipeline:
             report.rejected[reason] = report.rejected.get(reason, 0) + k
         report.outcomes = dict(result.cases)
         return result.joins
+
+    def _advance_clocks(self, models: pa.ChunkedArray | pa.Array, times: np.ndarray) -> None:
+        """Each model's clock to the latest scoring time among ``times`` (column-wise)."""
+        enc = pa.chunked_array([models]) if isinstance(models, pa.Array) else models
+        enc = enc.combine_chunks().dictionary_encode()
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        latest = np.full(len(enc.dictionary), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(latest, codes, times)
+        for name, t in zip(enc.dictionary.to_pylist(), latest.tolist(), strict=True):
+            if t > self._clocks.get(name, np.iinfo(np.int64).min):
+                self._clocks[name] = t
 
     def forget_partitions(self, partitions: Collection[Partition]) -> list[str]:
         """Drop the models last seen on ``partitions`` (revoked from this instance) from
