@@ -45,12 +45,12 @@ from monitor.store import DeadLetter, Store
 from monitor.stream import eval_worker
 from monitor.stream.admission import admission_reasons, admit
 from monitor.stream.axis_payloads import axis_result
-from monitor.stream.columnar import parse_payloads, validate_table
+from monitor.stream.columnar import parse_payloads, split_kinds, validate_table
 from monitor.stream.model_state import ModelState, ModelView
 from monitor.stream.outcome_join import Joins, NewPrediction, join_batch
 from monitor.stream.ownership import Partition, PartitionOwnership
 from monitor.stream.publication import WindowCounts, published_events
-from monitor.stream.schema import Rejection, validate_records
+from monitor.stream.schema import Rejection, validate_outcome_records, validate_records
 from monitor.stream.window import ModelWindow, RecordBatch
 
 log = logging.getLogger(__name__)
@@ -487,7 +487,20 @@ class Pipeline:
             if table is None:
                 return None
             with self.stats.stage("validate"):
-                checked = validate_table(table, self.config)
+                split = split_kinds(table)
+                if split is None:
+                    return None
+                rest, rest_pos, out_pos = split
+                checked = validate_table(rest, self.config, rest_pos)
+                outs = None
+                if len(out_pos) and checked is not None:
+                    # outcomes are judged per message, by the per-message path's function
+                    # (a token orjson refuses, in a column only outcomes fill: that path)
+                    try:
+                        decoded = [orjson.loads(payloads[int(i)]) for i in out_pos]
+                    except (orjson.JSONDecodeError, RecursionError):
+                        return None
+                    outs = validate_outcome_records(decoded, out_pos, self.config)
         except Exception as exc:
             # never a failed batch (the source would redeliver it for ever): the per-message
             # path, the reference, decides; counted, and logged by type only (no values)
@@ -505,6 +518,11 @@ class Pipeline:
             refused = reason != None  # noqa: E711 (elementwise)
             positions = valid["position"].to_numpy()
             rejected = checked.rejected
+            outcomes = None
+            if outs is not None:
+                rejected = sorted(rejected + outs.rejected, key=lambda r: r.index)
+                if len(outs.outcomes):
+                    outcomes = self._admit_outcomes(outs.outcomes, np.arange(len(payloads)), now)
             if refused.any():
                 rejected = rejected + [
                     Rejection(int(positions[i]), str(reason[i])) for i in np.flatnonzero(refused)
@@ -512,10 +530,11 @@ class Pipeline:
                 valid = valid.filter(pa.array(~refused))
                 positions = positions[~refused]
         dead = []
-        for r in rejected:  # validation faults by position, then admission refusals
+        # validation faults by position, then admission refusals, then the outcomes' ones
+        for r in rejected + ([] if outcomes is None else outcomes.attrs.pop("refused")):
             o = origins[r.index]
             dead.append(DeadLetter(r.reason, payloads[r.index], o.topic, o.partition, o.offset))
-        return _Checked(self.store.rows_table(valid), positions, dead)
+        return _Checked(self.store.rows_table(valid), positions, dead, outcomes)
 
     def ingest_batch(self, payloads: Sequence[bytes | None], origins: Sequence[Origin]) -> None:
         """The Sink call: when it returns, the batch and its effects are durable."""
