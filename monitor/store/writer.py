@@ -359,11 +359,15 @@ class Store:
             return
         c = self._conn
         c.register("_joins", joins[["seq", "label", "outcome_time", "label_pos"]])
+        # the seq range as literals: DuckDB skips the row groups outside it (rows are
+        # stored in seq order), where a join alone would scan the whole table
+        lo, hi = int(joins["seq"].min()), int(joins["seq"].max())
         try:
             c.execute(
                 "UPDATE discharges AS d SET label = j.label::TINYINT, "
                 "outcome_time = j.outcome_time::TIMESTAMPTZ, label_pos = j.label_pos "
-                "FROM _joins j WHERE d.seq = j.seq AND d.label IS NULL"
+                f"FROM _joins j WHERE d.seq BETWEEN {lo} AND {hi} AND d.seq = j.seq "
+                "AND d.label IS NULL"
             )
         finally:
             c.unregister("_joins")
@@ -375,6 +379,10 @@ class Store:
             'SELECT model_id, record_id, label, epoch_ns(known_at) AS known_ns, topic, '
             'partition, "offset", payload FROM held_outcomes'
         ).df()
+
+    def stream_positions(self) -> dict[str, int]:
+        """Each model's stream position: the position of its last stored record (a copy)."""
+        return dict(self._last_pos)
 
     def held_count(self) -> int:
         """How many outcomes are held."""

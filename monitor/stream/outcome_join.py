@@ -104,9 +104,14 @@ def join_batch(
     keys["i"] = np.arange(len(keys))
     found = store.stored_records(keys)
     stored: dict[tuple[str, str], tuple[int, int, int, int | None]] = {}
-    for i, seq, pos, ev, lab in found.itertuples(index=False):
-        k = (keys.at[int(i), "model_id"], keys.at[int(i), "record_id"])
-        stored[k] = (int(seq), int(pos), int(ev), None if pd.isna(lab) else int(lab))
+    key_m, key_r = keys["model_id"].to_numpy(object), keys["record_id"].to_numpy(object)
+    labs = found["label"].to_numpy(np.float64)
+    for i, seq, pos, ev, lab in zip(
+        found["i"].to_numpy(np.int64).tolist(), found["seq"].to_numpy(np.int64).tolist(),
+        found["model_pos"].to_numpy(np.int64).tolist(),
+        found["event_ns"].to_numpy(np.int64).tolist(), labs.tolist(), strict=True,
+    ):  # fmt: skip
+        stored[(key_m[i], key_r[i])] = (seq, pos, ev, None if lab != lab else int(lab))
     # held outcomes are few (outcomes that came before their prediction): all of them
     held: dict[tuple[str, str], HeldOutcome] = {}
     held_payload: dict[tuple[str, str], bytes | None] = {}
@@ -125,12 +130,14 @@ def join_batch(
 
     # the batch's events in payload order: new predictions and outcomes
     events: list[tuple[int, int, object]] = [(p.index, 0, p) for p in new]
-    for row in outcomes.itertuples(index=False):
-        events.append((int(row.position), 1, row))
+    times_of = pd.DatetimeIndex(outcomes["event_time"]).as_unit("ns").asi8
+    known_all = times_of if len(outcomes) else np.zeros(0, np.int64)
+    for row, known_ns in zip(outcomes.itertuples(index=False), known_all.tolist(), strict=True):
+        events.append((int(row.position), 1, (row, known_ns)))
     events.sort(key=lambda e: (e[0], e[1]))
     models = np.array([_model_of(e) for e in events], dtype=object)
-    times = np.array([e[2].event_ns if e[1] == 0 else np.iinfo(np.int64).min for e in events],
-                     dtype=np.int64)  # fmt: skip
+    lo = np.iinfo(np.int64).min
+    times = np.array([lo if e[1] else e[2].event_ns for e in events], dtype=np.int64)
     before, after = running_clock(models, times, clocks)
     seen = dict(arrivals_before)
     labels: dict[tuple[str, str], int] = {}
@@ -172,9 +179,9 @@ def join_batch(
             labels[k] = h.label
             add_join(p.model_id, p.seq, h.label, h.known_ns - p.event_ns, p.model_pos)
             continue
-        o = item
+        o, known_ns = item  # type: ignore[misc]
         k = (o.model_id, o.record_id)
-        label, known_ns = int(o.label), int(pd.Timestamp(o.event_time).value)
+        label = int(o.label)
         st = stored.get(k)
         visible = st is not None and (st[0] not in new_seqs or new_seqs[st[0]].index < index)
         if k in labels and labels[k] >= 0:
@@ -221,18 +228,22 @@ def join_batch(
          for h in keep if (h.model_id, h.record_id) not in stored_held],
         now,
     )  # fmt: skip
-    for j in report.joins.values():
-        seq, label, delay, pos = j.arrays()
+    if report.joins:  # one statement for the batch's joins
+        parts = [j.arrays() for j in report.joins.values()]
+        seq, label, delay, pos = (np.concatenate([p[k] for p in parts]) for k in range(4))
+        by_seq = dict(zip(found["seq"].tolist(), found["event_ns"].tolist(), strict=True))
+        by_seq.update({s: p.event_ns for s, p in new_seqs.items()})
+        scored = np.fromiter((by_seq[s] for s in seq.tolist()), np.int64, len(seq))
         store.write_joins(pd.DataFrame({
             "seq": seq, "label": label,
-            "outcome_time": pd.to_datetime(_event_ns(new_seqs, found, seq) + delay, utc=True),
-            "label_pos": pos,
+            "outcome_time": pd.to_datetime(scored + delay, utc=True), "label_pos": pos,
         }))  # fmt: skip
     return report, dead
 
 
 def _model_of(event: tuple[int, int, object]) -> str:
-    return event[2].model_id  # type: ignore[attr-defined]
+    item = event[2]
+    return (item[0] if event[1] else item).model_id  # type: ignore[index, union-attr]
 
 
 def _advance_clocks(new: Sequence[NewPrediction], clocks: dict[str, int]) -> None:
@@ -241,10 +252,3 @@ def _advance_clocks(new: Sequence[NewPrediction], clocks: dict[str, int]) -> Non
             clocks[p.model_id] = p.event_ns
 
 
-def _event_ns(
-    new_seqs: dict[int, NewPrediction], found: pd.DataFrame, seqs: np.ndarray
-) -> np.ndarray:
-    """The scoring time of each joined record (by seq)."""
-    by_seq = {int(s): int(e) for s, e in zip(found["seq"], found["event_ns"], strict=True)}
-    by_seq.update({s: p.event_ns for s, p in new_seqs.items()})
-    return np.array([by_seq[int(s)] for s in seqs], dtype=np.int64)

@@ -619,7 +619,13 @@ class Pipeline:
             return {}
         models = rows["model_id"].to_numpy(zero_copy_only=False)
         records = rows["record_id"].to_numpy(zero_copy_only=False)
-        before = {m: ms.window.arrivals for m, ms in self._models.items()}
+        # each model's stream position before the batch, from the store (a model this
+        # instance does not hold in memory has one too)
+        after = self.store.stream_positions()
+        added: dict[str, int] = {}
+        for m in models:
+            added[m] = added.get(m, 0) + 1
+        before = {m: p - added.get(m, 0) for m, p in after.items()}
         pos, counter = np.empty(len(new), np.int64), dict(before)
         for i, m in enumerate(models):
             counter[m] = counter.get(m, 0) + 1
