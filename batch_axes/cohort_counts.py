@@ -232,6 +232,17 @@ class CohortCounts:
         ]
         return sums[0], _words_to_float(sums[1], sums[2])
 
+    def merged_labels(self) -> CohortCounts:
+        """A copy with every record at label 0 (issue 23): the counts of the label-free
+        metrics on a cohort of predictions, exact (counts summed, score sums unchanged)."""
+        out = self.copy()
+        for k, c in out.counts.items():
+            merged = np.zeros_like(c)
+            merged[:, :, 0] = c.sum(axis=2)
+            out.counts[k] = merged
+        out.tables = {k: t.merged_labels() for k, t in out.tables.items()}
+        return out
+
     def copy(self) -> CohortCounts:
         """An independent copy (what a job computes on while the book moves on)."""
         out = CohortCounts.__new__(CohortCounts)

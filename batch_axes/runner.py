@@ -8,6 +8,7 @@ frames, count tables) meets the axes, and where the axes meet the tiers.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -44,30 +45,55 @@ from batch_axes.mppd_sample import (
     strata_codes,
     with_disparity_error,
 )
-from monitor.config import MonitorConfig
+from monitor.config import MetricRule, MonitorConfig
 from monitor.core.axis1 import CellResult
 from monitor.core.counts import CountTable
+from monitor.core.outcome_split import split_rules, split_tables_from_frame
 from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
-from monitor.core.tables import attribute_groups
+from monitor.core.tables import attribute_groups, tables_from_frame
 from monitor.core.tiers import cell_tier
 
 Tables = Mapping[tuple[str, str], CountTable]
 
 
 def run_axis2(
-    tables: Tables, config: MonitorConfig, cohort_days: Mapping[str, float | None] | None = None
+    tables: Tables,
+    config: MonitorConfig,
+    cohort_days: Mapping[str, float | None] | None = None,
+    rules: Sequence[MetricRule] | None = None,
 ) -> list[Axis2Cell]:
-    """Axis 2 of every cell; with ``cohort_days`` (model -> span of its cohort's event
-    times in days), each cell whose N* is not reached says how long this volume needs."""
+    """Axis 2 of every cell (of ``rules``, default the configured metrics); with
+    ``cohort_days`` (model -> span of its cohort's event times in days), each cell whose
+    N* is not reached says how long this volume needs."""
     a = config.axis2
     ms = config.axis1.min_group_support
     cells = axis2(
-        tables, config.metrics, sizes=a.sizes, R=a.R, cv_cutoff=a.cv_cutoff, n_field=a.n_field,
-        min_group_support=ms, seed=config.axis1.seed,
+        tables, config.metrics if rules is None else rules, sizes=a.sizes, R=a.R,
+        cv_cutoff=a.cv_cutoff, n_field=a.n_field, min_group_support=ms, seed=config.axis1.seed,
     )  # fmt: skip
     if cohort_days is None:
         return cells
     return with_time_to_reliable(cells, tables, cohort_days, a.cv_cutoff, ms)
+
+
+def run_axis2_counts(
+    model_id: str,
+    counts: CohortCounts,
+    config: MonitorConfig,
+    free: CohortCounts | None = None,
+    span_days: float | None = None,
+) -> list[Axis2Cell]:
+    """Axis 2 of a cohort kept as counts (monitor.service.cohort_book): ``counts`` holds
+    the records with an outcome; ``free``, while some predictions wait for theirs, every
+    record at label 0 (issue 23: label-free metrics on it, label-based on ``counts``; the
+    same cells as :func:`run_axis2_split` on the cohort's records)."""
+    days = {model_id: span_days}
+    joined = {(model_id, k): t for k, t in counts.tables.items()}
+    if free is None:
+        return run_axis2(joined, config, days)
+    every = {(model_id, k): t for k, t in free.tables.items()}
+    free_rules, labelled = split_rules(config.metrics)
+    return run_axis2(every, config, days, free_rules) + run_axis2(joined, config, days, labelled)
 
 
 def cohort_days(records: pd.DataFrame) -> dict[str, float | None]:
@@ -77,6 +103,39 @@ def cohort_days(records: pd.DataFrame) -> dict[str, float | None]:
     times = pd.to_datetime(records["event_time"], utc=True)
     span = times.groupby(records["model_id"]).agg(lambda t: (t.max() - t.min()).total_seconds())
     return {str(m): float(v) / 86_400 for m, v in span.items()}
+
+
+def run_axis2_split(
+    records: pd.DataFrame, config: MonitorConfig, days: Mapping[str, float | None] | None = None
+) -> list[Axis2Cell]:
+    """Axis 2 of a cohort of predictions (issue 23): label-free metrics on every record,
+    label-based ones on the records whose outcome has arrived (label -1: not yet). A
+    cohort whose every outcome is in is one run, as before predictions came alone (a
+    joint subsample of every cell gives each metric the same draw either way)."""
+    if (records["label"].to_numpy(np.int64) >= 0).all():
+        return run_axis2(tables_from_frame(records, config), config, days)
+    free_tables, joined_tables = split_tables_from_frame(records, config)
+    free, labelled = split_rules(config.metrics)
+    return run_axis2(free_tables, config, days, free) + run_axis2(
+        joined_tables, config, days, labelled
+    )
+
+
+def run_axis3_split(model_id: str, records: pd.DataFrame, config: MonitorConfig) -> Axis3Result:
+    """Axis 3 of a cohort of predictions (issue 23): the label-free metrics' agreement on
+    every record (label taken as 0, unused by them), the label-based metrics' on the
+    records with an outcome; the result's cohort figures are those of every record."""
+    known = records["label"].to_numpy(np.int64) >= 0
+    if known.all():
+        return run_axis3(model_id, records, config)
+    free, labelled = split_rules(config.metrics)
+    base = run_axis3(model_id, records.assign(label=0), config.model_copy(update={"metrics": free}))
+    if not labelled or not known.any():
+        return base
+    part = run_axis3(
+        model_id, records[known], config.model_copy(update={"metrics": labelled})
+    )
+    return replace(base, metrics=base.metrics + part.metrics, cells=base.cells + part.cells)
 
 
 def run_axis3(model_id: str, records: pd.DataFrame, config: MonitorConfig) -> Axis3Result:
@@ -99,13 +158,28 @@ def run_axis3(model_id: str, records: pd.DataFrame, config: MonitorConfig) -> Ax
     )
 
 
-def run_axis3_counts(model_id: str, counts: CohortCounts, config: MonitorConfig) -> Axis3Result:
+def run_axis3_counts(
+    model_id: str,
+    counts: CohortCounts,
+    config: MonitorConfig,
+    free: CohortCounts | None = None,
+) -> Axis3Result:
     """Axis 3 of one model's cohort kept as per-hospital count tables: the same result as
-    :func:`run_axis3` on the cohort's records."""
-    return axis3_from_counts(
-        model_id, counts, config.metrics, min_group_support=config.axis1.min_group_support,
-        n_folds=config.axis3.folds, kappa_cutoff=config.axis3.kappa_cutoff,
+    :func:`run_axis3` on the cohort's records; with ``free`` (some predictions wait for
+    their outcome), as :func:`run_axis3_split`: the label-free metrics on every record,
+    the label-based ones on ``counts``, the records with an outcome."""
+    kw = dict(
+        min_group_support=config.axis1.min_group_support, n_folds=config.axis3.folds,
+        kappa_cutoff=config.axis3.kappa_cutoff,
     )  # fmt: skip
+    if free is None:
+        return axis3_from_counts(model_id, counts, config.metrics, **kw)
+    free_rules, labelled = split_rules(config.metrics)
+    base = axis3_from_counts(model_id, free, free_rules, **kw)
+    if not labelled or not counts.n:
+        return base
+    part = axis3_from_counts(model_id, counts, labelled, **kw)
+    return replace(base, metrics=base.metrics + part.metrics, cells=base.cells + part.cells)
 
 
 def combine_cell(

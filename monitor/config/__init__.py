@@ -254,6 +254,20 @@ class WindowConfig(_Strict):
     hop_seconds: float = Field(60.0, ge=0)
 
 
+class OutcomesConfig(_Strict):
+    """Predictions now, outcomes later (issue 23): how long an outcome may take, and how
+    long an outcome that came before its prediction is held. Both are event-time spans
+    (the model's latest event time seen), so a replay joins and expires exactly as the
+    live run did."""
+
+    #: an outcome known more than this after its prediction's scoring time is dead-lettered
+    #: ``late_outcome``; a prediction without an outcome for this long is counted expired
+    max_outcome_delay_days: float = Field(30.0, gt=0)
+    #: an outcome with no stored prediction is held this long (event time), then
+    #: dead-lettered ``orphan_outcome``
+    orphan_hold_days: float = Field(1.0, ge=0)
+
+
 class Axis2Config(_Strict):
     """docs/method.md section 4 parameters."""
 
@@ -470,6 +484,7 @@ class MonitorConfig(_Strict):
     #: the model registry: monitored model ids (see ServiceConfig.unknown_models)
     models: list[ModelEntry] = Field(default_factory=list)
     window: WindowConfig = Field(default_factory=WindowConfig)
+    outcomes: OutcomesConfig = Field(default_factory=OutcomesConfig)
     axis2: Axis2Config = Field(default_factory=Axis2Config)
     axis3: Axis3Config = Field(default_factory=Axis3Config)
     equilense: EquiLenseConfig = Field(default_factory=EquiLenseConfig)
@@ -504,6 +519,11 @@ class MonitorConfig(_Strict):
             raise ValueError(
                 "service.retention_discharge_days: must cover the window and the audit cohort "
                 f"({horizon} days), or windows could not be rebuilt after a restart"
+            )
+        if self.service.retention_discharge_days < self.outcomes.max_outcome_delay_days:
+            raise ValueError(
+                "service.retention_discharge_days: must cover outcomes.max_outcome_delay_days, "
+                "or a prediction could be deleted while its outcome may still arrive"
             )
         unknown = sorted(set(self.interventions.intersection) - set(names))
         if unknown and "intersection" in self.interventions.model_fields_set:

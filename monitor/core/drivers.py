@@ -135,7 +135,7 @@ def extreme_shares(rates: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np
     >>> r = np.array([[0.1, 0.5, 0.3], [0.4, 0.2, 0.2]])
     >>> lo, hi = extreme_shares(r, np.ones((2, 3), bool))
     >>> lo.tolist(), hi.tolist()
-    ([0.5, 0.5, 0.5], [0.0, 0.5, 0.0])
+    ([0.5, 0.5, 0.5], [0.5, 0.5, 0.0])
     """
     rates, valid = np.broadcast_arrays(rates, valid)
     ok = valid & ~np.isnan(rates)

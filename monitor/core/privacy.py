@@ -128,8 +128,9 @@ def rounded_rate(x: float | None) -> float | None:
     return round(float(x), RATE_DECIMALS)
 
 
-#: Record counts among a cell's fields: published rounded (the rest are computed figures).
-CELL_COUNTS = ("window_n", "resample_n", "min_denominator")
+#: Record counts among a cell's fields: published rounded (the rest are computed figures);
+#: ``predictions`` and ``with_outcome``: a window of predictions and those with an outcome.
+CELL_COUNTS = ("window_n", "resample_n", "min_denominator", "predictions", "with_outcome")
 
 
 def published_cell(row: dict, n: int | float | None, keep: frozenset[str] = CELL_IDENTITY) -> dict:

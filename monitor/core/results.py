@@ -68,6 +68,10 @@ class CellEvaluation:
     #: on had 1-10 records enter or leave since the cell's last release, so the service
     #: kept showing that release (monitor.stream.publication; docs/privacy.md)
     released: bool = True
+    #: issue 23: predictions in the window, and of them those whose outcome had arrived
+    #: (what a label-based cell was computed on; a label-free cell used every prediction)
+    predictions: int | None = None
+    with_outcome: int | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -105,6 +109,8 @@ class CellEvaluation:
                 self.result.groups_evaluated, self.result.groups_total,
                 self.result.min_denominator,
             ),
+            "predictions": self.predictions,
+            "with_outcome": self.with_outcome,
         }  # fmt: skip
 
     @classmethod
@@ -133,6 +139,8 @@ class CellEvaluation:
             evaluated_at=str(d.get("evaluated_at", "")),
             reliable_verdict=d.get("reliable_verdict"),
             released=bool(d.get("released", True)),
+            predictions=d.get("predictions"),
+            with_outcome=d.get("with_outcome"),
         )
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import EquiLenseResult
-from batch_axes.runner import run_axis2, run_axis3_counts, run_equilense
+from batch_axes.runner import run_axis2_counts, run_axis3_counts, run_equilense
 from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.core.drift import DriftBook, ModelHealth
@@ -394,18 +394,16 @@ class MonitorService:
             cursor.close()
 
     def job_axis2(self) -> None:
+        # issue 23: label-based metrics on the cohort's records with an outcome only
         self._for_each_cohort(
             "axis2",
-            lambda m, c: tuple(
-                run_axis2(
-                    {(m, k): t for k, t in c.counts.tables.items()}, self.config,
-                    {m: c.span_days},
-                )
-            ),
-        )  # fmt: skip
+            lambda m, c: tuple(run_axis2_counts(m, c.counts, self.config, c.free, c.span_days)),
+        )
 
     def job_axis3(self) -> None:
-        self._for_each_cohort("axis3", lambda m, c: run_axis3_counts(m, c.counts, self.config))
+        self._for_each_cohort(
+            "axis3", lambda m, c: run_axis3_counts(m, c.counts, self.config, c.free)
+        )
 
     def job_equilense(self) -> None:
         names = tuple(self.config.equilense.features)
@@ -416,6 +414,10 @@ class MonitorService:
                 features = queries.feature_matrix(frame["features"], names)
                 keep = np.isfinite(features).all(axis=1)
                 frame, features = frame[keep], features[keep]
+            # issue 23: its group metrics need the label: the records with an outcome
+            known = frame["label"].to_numpy(np.int64) >= 0
+            if not known.all():
+                frame, features = frame[known], None if features is None else features[known]
             tables = tables_from_frame(frame, self.config)
             return run_equilense(frame, features, names, tables, self.config)
 

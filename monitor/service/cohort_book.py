@@ -23,6 +23,14 @@ bound, to be rebuilt once at its next run. (The configuration requires the
 discharge retention to cover the cohort, so this happens only when event times
 trail the wall clock, e.g. a replay of old records.)
 
+Predictions now, outcomes later (issue 23): a prediction is stored without its label,
+which an outcome sets later (the one update the file sees). The book counts a record
+whose label is known in ``counts`` (label-based metrics); while any of the cohort's
+predictions waits for its outcome it also keeps ``free``, every record at label 0 (the
+label-free metrics, DI and SPD), and the sequence numbers of the waiting ones: at each
+run those whose outcome has joined move into ``counts`` (a hash join on those numbers).
+A cohort whose every outcome is in has no ``free`` and runs as before.
+
 The reads of one update run in one read transaction: a consistent snapshot, so a
 batch committed meanwhile is either wholly in or wholly out.
 
@@ -39,7 +47,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -56,17 +64,25 @@ class CohortView:
     """A model's cohort as one run sees it: a copy of its counts and its release point."""
 
     model_id: str
-    counts: CohortCounts
+    counts: CohortCounts  # records whose outcome is known (label-based metrics)
     last_seq: int | None  # the cohort's last sequence number (its release point)
     entered: int  # records added by this update (all of them at a build)
     left: int  # records removed by this update
     built: bool  # this update built the counts from the file
     first_us: int | None = None  # earliest event time in the cohort, microseconds
     latest_us: int | None = None  # latest event time (the cohort's end)
+    #: every record at label 0, while some prediction waits for its outcome (else None)
+    free: CohortCounts | None = None
+    joined: int = 0  # outcomes that joined a counted prediction in this update
+
+    @property
+    def every(self) -> CohortCounts:
+        """The counts of every record of the cohort (labels merged while some wait)."""
+        return self.counts if self.free is None else self.free
 
     @property
     def n(self) -> int:
-        return self.counts.n
+        return self.every.n
 
     @property
     def span_days(self) -> float | None:
@@ -78,7 +94,7 @@ class CohortView:
     def release_point(self) -> dict[str, Any]:
         """What :func:`monitor.stream.publication.cohort_release` records for a cohort:
         its last sequence number and group sizes per attribute."""
-        return {"seq": self.last_seq, "n": self.counts.group_sizes()}
+        return {"seq": self.last_seq, "n": self.every.group_sizes()}
 
 
 @dataclass
@@ -88,6 +104,14 @@ class _Cohort:
     latest_us: int | None  # latest event time among them, microseconds
     last_seq: int | None  # largest seq in the cohort
     first_us: int | None = None  # earliest event time in the cohort
+    free: CohortCounts | None = None  # every record at label 0, while some wait
+    #: sequence numbers of the counted predictions whose outcome has not come
+    pending: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    joined: int = 0  # outcomes joined at the last update
+
+    @property
+    def every(self) -> CohortCounts:
+        return self.counts if self.free is None else self.free
 
     def bound(self, days_us: int) -> int | None:
         return None if self.latest_us is None else self.latest_us - days_us
@@ -133,7 +157,9 @@ class CohortBook:
     def nbytes(self, model_id: str) -> int:
         with self._lock:
             st = self._cohorts.get(model_id)
-            return 0 if st is None else st.counts.nbytes
+            if st is None:
+                return 0
+            return st.counts.nbytes + (0 if st.free is None else st.free.nbytes) + st.pending.nbytes
 
     # ---------------------------------------------------------------- updates
     def update(self, cursor: duckdb.DuckDBPyConnection, model_id: str) -> CohortView:
@@ -145,15 +171,16 @@ class CohortBook:
                 built = st is None
                 if st is None:
                     st = self._build(cursor, model_id)
-                    entered, left = st.counts.n, 0
+                    entered, left = st.every.n, 0
                 else:
                     entered, left = self._advance(cursor, model_id, st)
             finally:
                 cursor.execute("COMMIT")
             self._cohorts[model_id] = st
+            free = None if st.free is None or not st.pending.size else st.free.copy()
             return CohortView(
                 model_id, st.counts.copy(), st.last_seq, entered, left, built,
-                st.first_us, st.latest_us,
+                st.first_us, st.latest_us, free, st.joined,
             )  # fmt: skip
 
     def _build(self, c: duckdb.DuckDBPyConnection, model_id: str) -> _Cohort:
@@ -164,13 +191,20 @@ class CohortBook:
             frame = queries.cohort_slice(
                 c, self.attributes, model_id, upto_seq=mark, from_us=st.bound(self.days_us)
             )
-            self._apply(counts, frame, +1)
+            self._apply(st, frame, +1)
             if frame["seq"].size:
                 st.last_seq = int(frame["seq"].max())
                 st.first_us = int(frame["event_us"].min())
         return st
 
     def _advance(self, c: duckdb.DuckDBPyConnection, model_id: str, st: _Cohort) -> tuple[int, int]:
+        st.joined = 0
+        if st.pending.size:  # outcomes that joined counted predictions since the last run
+            came = queries.cohort_joined(c, self.attributes, model_id, st.pending)
+            if came["seq"].size:
+                self._count(st.counts, came, +1)
+                st.pending = np.setdiff1d(st.pending, came["seq"].astype(np.int64))
+                st.joined = int(came["seq"].size)
         new = queries.cohort_slice(c, self.attributes, model_id, after_seq=st.mark)
         if not new["seq"].size:
             return 0, 0
@@ -184,13 +218,13 @@ class CohortBook:
                 c, self.attributes, model_id, upto_seq=st.mark, from_us=old_bound,
                 before_us=bound,
             )  # fmt: skip
-            self._apply(st.counts, gone, -1)
+            self._apply(st, gone, -1)
             left = int(gone["seq"].size)
             if left:  # the earliest record left, and maybe the last one: ask what remains
                 st.last_seq, st.first_us = queries.cohort_extent(c, model_id, st.mark, bound)
         keep = new["event_us"] >= bound
         entering = {k: v[keep] for k, v in new.items()}
-        self._apply(st.counts, entering, +1)
+        self._apply(st, entering, +1)
         if entering["seq"].size:
             st.last_seq = int(entering["seq"].max())
             first = int(entering["event_us"].min())
@@ -199,7 +233,27 @@ class CohortBook:
         st.latest_us = latest
         return int(entering["seq"].size), left
 
-    def _apply(self, counts: CohortCounts, rows: dict[str, np.ndarray], sign: int) -> None:
+    def _apply(self, st: _Cohort, rows: dict[str, np.ndarray], sign: int) -> None:
+        """Records entering (+1) or leaving (-1) the cohort: those with a known label in
+        ``counts``; every one in ``free`` while some wait for their outcome (label -1),
+        the waiting ones' sequence numbers in ``pending``. ``free`` is made, once, when the
+        first waiting prediction enters: from ``counts``, whose records all had labels."""
+        seq = rows["seq"].astype(np.int64)
+        if not seq.size:
+            return
+        known = rows["label"].astype(np.int64) >= 0
+        if st.free is None and not known.all():
+            st.free = st.counts.merged_labels()
+        if st.free is not None:
+            self._count(st.free, {**rows, "label": np.zeros(seq.size, np.int64)}, sign)
+        self._count(st.counts, {k: v[known] for k, v in rows.items()}, sign)
+        waiting = seq[~known]
+        if sign > 0:
+            st.pending = np.union1d(st.pending, waiting)
+        else:
+            st.pending = np.setdiff1d(st.pending, waiting)
+
+    def _count(self, counts: CohortCounts, rows: dict[str, np.ndarray], sign: int) -> None:
         """Add or remove records (columns of :func:`queries.cohort_slice`). The attributes
         are the configured list; a code outside it (index -1) is refused by the counts, as
         ``group_index`` refuses it on the re-read path."""

@@ -60,8 +60,16 @@ def window_records(
         [f"json_extract_string(attributes, '$.{a}') AS \"{a}\"" for a in attributes]
     )
     extra = ", hospital_id, features, record_id" if with_details else ""
+    # issue 23: a label counts from its position (label_pos): at ``end_count`` an outcome
+    # that came later is not known yet. ``label`` is -1 while unknown, ``delay_ns`` the
+    # outcome's delay (NULL while unknown).
+    known = "label IS NOT NULL"
+    if end_count is not None:
+        known += f" AND label_pos <= {int(end_count)}"
     upto = (
-        f"SELECT seq, model_pos, event_time, score, label, decision, {cols}{extra} "
+        f"SELECT seq, model_pos, event_time, score, CAST(CASE WHEN {known} THEN label ELSE -1 "
+        f"END AS TINYINT) AS label, decision, {cols}{extra}, CASE WHEN {known} THEN "
+        "epoch_ns(outcome_time) - epoch_ns(event_time) END AS delay_ns "
         "FROM discharges WHERE model_id = ?"
     )
     params: list[Any] = [model_id]
@@ -94,7 +102,11 @@ def _cohort_columns(attributes: Sequence[tuple[str, Sequence[str]]]) -> str:
         f'json_extract_string(attributes, {_sql_text("$." + name)})), 0) - 1 AS "{i}"'
         for i, (name, codes) in enumerate(attributes)
     )
-    return f"seq, epoch_us(event_time) AS event_us, score, label, decision, hospital_id, {cols}"
+    # label -1: a prediction whose outcome has not come (issue 23)
+    return (
+        "seq, epoch_us(event_time) AS event_us, score, coalesce(label, -1) AS label, decision, "
+        f"hospital_id, {cols}"
+    )
 
 
 #: A microsecond count as a TIMESTAMPTZ constant (folded, so DuckDB can skip row groups).
@@ -139,6 +151,27 @@ def cohort_slice(
             sql += cond
             params.append(int(value))
     got = c.execute(sql, params).fetchnumpy()  # any order: they are counted
+    return {k: np.asarray(v) for k, v in got.items()}
+
+
+def cohort_joined(
+    c: duckdb.DuckDBPyConnection,
+    attributes: Sequence[tuple[str, Sequence[str]]],
+    model_id: str,
+    seqs: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """The records among ``seqs`` (a cohort's predictions counted without an outcome) whose
+    outcome has joined since: what moves to the label-based counts (issue 23). Cost: a
+    hash join on the pending sequence numbers, not a scan of the cohort's outcomes."""
+    c.register("vfr_pending_seqs", pd.DataFrame({"pending_seq": np.asarray(seqs, np.int64)}))
+    try:
+        got = c.execute(
+            f"SELECT {_cohort_columns(attributes)} FROM discharges JOIN vfr_pending_seqs "
+            "ON seq = pending_seq WHERE model_id = ? AND label IS NOT NULL",
+            [model_id],
+        ).fetchnumpy()
+    finally:
+        c.unregister("vfr_pending_seqs")
     return {k: np.asarray(v) for k, v in got.items()}
 
 

@@ -114,7 +114,7 @@ def test_a_failing_job_is_contained_and_counted(service, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("secret record value 0.1234")
 
-    monkeypatch.setattr("monitor.service.app.run_axis2", boom)
+    monkeypatch.setattr("monitor.service.app.run_axis2_counts", boom)
     outcome = service.scheduler.run_now_blocking("axis2")
     assert outcome.state == "failure" and outcome.error_kind == "RuntimeError"
     text = _get(service.api.url + "/metrics")[1].decode()

@@ -231,3 +231,59 @@ def test_the_retention_job_forgets_the_cohorts_it_reaches(tmp_path):
         assert s.cohorts.models() == []
     finally:
         s.close()
+
+
+# ----------------------------------------------------------------------------- issue 23
+def test_with_outcomes_later_the_book_gives_the_split_axes_of_the_reread_cohort(tmp_path):
+    """Predictions now, outcomes later: the book counts waiting predictions for the
+    label-free metrics only, moves each into the label-based counts when its outcome
+    joins, and lets records leave from where they are counted. After every chunk of the
+    stream, its Axis 2 and Axis 3 equal the re-read path's split (run_axis2_split,
+    run_axis3_split), including while records leave the cohort (half a day of a stream
+    of one prediction a minute) and the outcomes of every 11th record never come."""
+    from batch_axes.runner import run_axis2_counts, run_axis2_split, run_axis3_split
+    from monitor.stream.pipeline import Pipeline
+    from tests.support.outcome_streams import two_kind_payloads
+    from tests.support.pipeline_runs import feed
+
+    cfg = config_from_mapping(
+        {
+            "service": {"cohort_days": 0.5},
+            "axis3": {"folds": 4},
+            "axis2": {"sizes": [200, 400], "R": 5},
+            "models": [{"id": "model-00"}, {"id": "model-01"}],
+            "window": {"size": 600, "hop_records": 300, "hop_seconds": 0},
+            "axis1": {"K": 30},
+            "equilense": {"features": []},
+        }
+    )
+    store = Store(tmp_path / "o.duckdb", cfg)
+    book = CohortBook(cfg)
+    pipeline = Pipeline(cfg, store)
+    payloads = two_kind_payloads(n=1600, lag=200, skip=11)
+    joined = left = 0
+    try:
+        for start in range(0, len(payloads), 450):
+            feed(pipeline, payloads[: start + 450], start=start)
+            c = store.cursor()
+            try:
+                view = book.update(c, "model-00")
+                frame = queries.window_records(
+                    c, store.attributes, "model-00", days=cfg.service.cohort_days,
+                    with_details=True,
+                ).assign(model_id="model-00")  # fmt: skip
+            finally:
+                c.close()
+            joined, left = joined + view.joined, left + view.left
+            waiting = int((frame["label"] < 0).sum())
+            assert (view.free is not None) == (waiting > 0)
+            assert view.n == len(frame) and view.counts.n == len(frame) - waiting
+            got2 = run_axis2_counts("model-00", view.counts, cfg, view.free, view.span_days)
+            want2 = run_axis2_split(frame, cfg, cohort_days(frame))
+            assert [c.to_dict() for c in got2] == [c.to_dict() for c in want2]
+            got3 = run_axis3_counts("model-00", view.counts, cfg, view.free)
+            assert got3.to_dict() == run_axis3_split("model-00", frame, cfg).to_dict()
+        assert joined > 0 and left > 0  # both moves happened
+        assert view.free is not None  # the never-joined outcomes still wait at the end
+    finally:
+        store.close()
