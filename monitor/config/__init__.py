@@ -217,6 +217,19 @@ class EquiLenseConfig(_Strict):
     reference: dict[str, str] = Field(default_factory=dict)
 
 
+class OutcomesConfig(_Strict):
+    """Outcomes that arrive after their prediction (issue 23): when a coverage gap between
+    the groups of an attribute qualifies its label-based cells (monitor.core.coverage).
+
+    ``max_coverage_gap``: the largest relative shortfall ``1 - min c_g / max c_g`` of the
+    groups' outcome coverage at which label-based cells count as resting on comparable
+    outcomes; above it their tier reason reads "outcomes incomplete". 0 flags any
+    difference, 1 never flags.
+    """
+
+    max_coverage_gap: float = Field(0.10, ge=0.0, le=1.0)
+
+
 class LabelRule(_Strict):
     """Derive the 0/1 label from a numeric column: label = column > greater_than."""
 
@@ -389,6 +402,7 @@ class MonitorConfig(_Strict):
     axis2: Axis2Config = Field(default_factory=Axis2Config)
     axis3: Axis3Config = Field(default_factory=Axis3Config)
     equilense: EquiLenseConfig = Field(default_factory=EquiLenseConfig)
+    outcomes: OutcomesConfig = Field(default_factory=OutcomesConfig)
     input: InputConfig = Field(default_factory=InputConfig)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     interventions: InterventionConfig = Field(default_factory=InterventionConfig)
