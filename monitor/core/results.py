@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from monitor.core.axis1 import CellResult
+from monitor.core.coverage import AttributeCoverage
 from monitor.core.events import CellEvent
 from monitor.core.numbers import as_float
 from monitor.core.tiers import Tier, TierResult
@@ -54,6 +55,15 @@ class CellEvaluation:
     #: on had 1-10 records enter or leave since the cell's last release, so the service
     #: kept showing that release (monitor.stream.publication; docs/privacy.md)
     released: bool = True
+    #: a label-based cell's outcome coverage of its attribute's groups (published figures,
+    #: the gap and the reason it gives; monitor.core.coverage); None: no outcomes are
+    #: tracked apart from predictions, or a label-free cell
+    outcome_coverage: AttributeCoverage | None = None
+
+    @property
+    def coverage_reason(self) -> str:
+        """The tier reason "outcomes incomplete" while the coverage gap is above the threshold."""
+        return "" if self.outcome_coverage is None else self.outcome_coverage.reason
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -86,6 +96,10 @@ class CellEvaluation:
             "kappa": self.kappa,
             "evaluated_at": self.evaluated_at,
             "released": self.released,
+            "outcome_coverage": (
+                None if self.outcome_coverage is None else self.outcome_coverage.to_dict()
+            ),
+            "coverage_reason": self.coverage_reason,
         }
 
     @classmethod
@@ -113,7 +127,14 @@ class CellEvaluation:
             evaluated_at=str(d.get("evaluated_at", "")),
             reliable_verdict=d.get("reliable_verdict"),
             released=bool(d.get("released", True)),
+            outcome_coverage=_coverage_from(d.get("outcome_coverage")),
         )
+
+
+def _coverage_from(d: Any) -> AttributeCoverage | None:
+    """A stored cell's outcome coverage (absent in rows written before issue 23, or
+    withheld as a whole under the small-cell rule: None)."""
+    return AttributeCoverage.from_dict(d) if isinstance(d, dict) else None
 
 
 @dataclass(frozen=True)
