@@ -145,10 +145,29 @@ class CellPoint:
     n_pass: int | None = None
     K: int | None = None
     suppressed: bool = False  # window_n < SMALL_CELL: no figure (nor tier) may be shown
+    #: "outcomes incomplete" while the attribute's outcome coverage gap is above
+    #: [outcomes] max_coverage_gap (label-based cells; monitor.core.coverage), else ""
+    coverage_reason: str = ""
+    coverage_gap: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.metric, self.attribute)
+
+
+@dataclass(frozen=True)
+class CoveragePoint:
+    """One attribute's outcome coverage at one evaluation, as released: group code ->
+    share of its predictions with an outcome (None: withheld, fewer than 11 predictions),
+    the gap between the groups and the tier reason it gave the attribute's label cells."""
+
+    attribute: str
+    evaluation: int
+    at: datetime | None
+    groups: dict[str, float | None]
+    gap: float | None
+    max_gap: float
+    reason: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -271,6 +290,8 @@ class ModelReport:
     period: ModelPeriod | None = None
     volume: list[VolumePoint] = field(default_factory=list)
     auroc: list[AurocPoint] = field(default_factory=list)
+    #: outcome coverage per attribute over the period (empty: outcomes come with predictions)
+    coverage: list[CoveragePoint] = field(default_factory=list)
 
     def cell(self, metric: str, attribute: str) -> CellPoint | None:
         for c in self.cells:
@@ -372,7 +393,37 @@ def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPo
         n_pass=None if small else _int(r.get("n_pass")),
         K=_int(r.get("K")),
         suppressed=small,
+        coverage_reason="" if small else str(r.get("coverage_reason") or ""),
+        coverage_gap=None if small else _coverage_gap(r.get("outcome_coverage")),
     )
+
+
+def _coverage_gap(d: Any) -> float | None:
+    return _num(d.get("gap")) if isinstance(d, Mapping) else None
+
+
+def coverage_points(
+    rows: Iterable[tuple[str, int, int, Mapping[str, Any]]],
+    model: str,
+    times: Mapping[tuple[str, int], datetime | None],
+) -> list[CoveragePoint]:
+    """Stored outcome coverage (queries.coverage_history) as CoveragePoints; an evaluation
+    whose window is under the small-cell rule shows nothing (left out)."""
+    out = []
+    for attr, ev, window_n, d in rows:
+        if window_n < SMALL_CELL:
+            continue
+        groups = {
+            str(code): _num(g.get("coverage")) if isinstance(g, Mapping) else None
+            for code, g in (d.get("groups") or {}).items()
+        }
+        out.append(
+            CoveragePoint(
+                attr, ev, times.get((model, ev)), groups, _num(d.get("gap")),
+                float(d.get("max_gap") or 0.0), str(d.get("reason") or ""),
+            )
+        )  # fmt: skip
+    return out
 
 
 def cell_from_audit(c: AuditCell) -> CellPoint:
@@ -878,13 +929,15 @@ def _read_model(
         if e.confirmed
     }
     period, volume = model_period(c, model, filt)
+    coverage = coverage_points(queries.coverage_history(c, model), model, times)
     if period.withheld:  # 1 to 10 records in the period: withheld as a whole
-        events, history = [], {}
+        events, history, coverage = [], {}, []
     else:
         events = [e for e in events if _at_in(e.at, period.start, period.end)]
         history = {
             k: [p for p in v if _at_in(p.at, period.start, period.end)] for k, v in history.items()
         }
+        coverage = [p for p in coverage if _at_in(p.at, period.start, period.end)]
     records, evaluations = progress
     mr = ModelReport(model_id=model, cells=latest, records=None, evaluations=evaluations)
     mr.period, mr.volume = period, volume
@@ -905,6 +958,7 @@ def _read_model(
         for e in confirmed
     }
     mr.auroc = _auroc(c, model, cfg.window.hop_records, records or 0)
+    mr.coverage = coverage  # rests on predictions and outcomes, not on min_group_support
     mr.records = None if records is None else published_count(records)
     return mr
 
@@ -995,6 +1049,8 @@ def _withheld(p: CellPoint) -> CellPoint:
         pending_axes=(),
         partial=False,
         suppressed=True,
+        coverage_reason="",
+        coverage_gap=None,
     )
 
 
