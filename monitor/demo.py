@@ -35,7 +35,7 @@ from monitor.config import ConfigError, MonitorConfig
 from monitor.core.events import CellEvent
 from monitor.core.numbers import float_or_none
 from monitor.core.results import CellEvaluation
-from monitor.data.scorer import ScoredStream, iter_records
+from monitor.data.scorer import ScoredStream
 from monitor.store import queries
 
 TIER_MARK = {
@@ -66,6 +66,12 @@ class DemoOptions:
     #: seconds between terminal refreshes
     refresh_s: float = 1.0
     live: bool | None = None  # None: redraw in place only when stdout is a terminal
+    #: issue 23: "none" (scored discharges), "joined" (scored at admission, sent at
+    #: discharge with the outcome) or "delayed" (prediction at admission, outcome at
+    #: discharge); monitor.data.outcomes
+    outcomes: str = "none"
+    #: with delayed outcomes: a share of one group's outcomes missing or late
+    outcome_bias: Any = None
 
 
 def demo_config(
@@ -115,7 +121,8 @@ def build_stream(opts: DemoOptions) -> tuple[ScoredStream, Any]:
     from monitor.data import scorer
 
     if opts.dataset == "synthetic":
-        return scorer.synthetic_stream(opts.records, opts.seed, opts.scenario), None
+        at_admission = opts.outcomes != "none"
+        return scorer.synthetic_stream(opts.records, opts.seed, opts.scenario, at_admission), None
     if opts.dataset == "diabetes130":
         from monitor.data.datasets.diabetes130 import load_diabetes130
 
@@ -136,9 +143,14 @@ def poison_payloads() -> list[bytes]:
     return [b"{not json", b'{"record_id": "bad-1", "score": "high"}', b"[1, 2, 3]"]
 
 
-def payload_stream(stream: ScoredStream) -> list[bytes]:
-    """The stream as the JSON payloads a producer sends, with the poison messages early on."""
-    out = [orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) for r in iter_records(stream.frame)]
+def payload_stream(stream: ScoredStream, opts: DemoOptions | None = None) -> list[bytes]:
+    """The stream as the JSON payloads a producer sends, with the poison messages early on
+    (predictions and outcomes apart when ``opts.outcomes`` is "delayed")."""
+    from monitor.data.outcomes import iter_messages, message_frame
+
+    o = opts or DemoOptions()
+    frame = message_frame(stream.frame, o.outcomes, o.seed, o.outcome_bias)
+    out = [orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) for r in iter_messages(frame)]
     at = min(len(out), 500)
     return out[:at] + poison_payloads() + out[at:]
 
@@ -221,7 +233,7 @@ def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout)
     cfg = demo_config(
         config, ds.attributes if ds is not None else None, opts, features,
         tuple(m.model_id for m in stream.models),
-        oldest_event_time=pd.to_datetime(stream.frame["event_time"], utc=True).min(),
+        oldest_event_time=_oldest(stream),
     )  # fmt: skip
     for m in stream.models:
         print(
@@ -233,7 +245,7 @@ def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout)
         print(f"  data: {ds.credit}", file=out)
         for note in ds.notes:
             print(f"  note: {note}", file=out)
-    payloads = payload_stream(stream)
+    payloads = payload_stream(stream, opts)
     total = len(payloads)
 
     out_dir = Path(opts.out_dir)
@@ -282,6 +294,12 @@ def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout)
         service.close()
     _write_report(db_path, out_dir, cfg, out)
     return 0
+
+
+def _oldest(stream: ScoredStream) -> pd.Timestamp:
+    """The stream's oldest message time (an admission, when the stream has them)."""
+    col = "admitted_at" if "admitted_at" in stream.frame else "event_time"
+    return pd.to_datetime(stream.frame[col], utc=True).min()
 
 
 def _write_report(db_path: Path, out_dir: Path, cfg: MonitorConfig, out: TextIO) -> None:

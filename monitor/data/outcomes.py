@@ -164,14 +164,31 @@ OUTCOME_FIELDS = ("kind", "record_id", "model_id", "event_time", "label")
 
 
 def iter_messages(frame: pd.DataFrame, chunk: int = 10_000) -> Iterator[dict]:
-    """Rows of :func:`delayed_messages` as JSON-ready dicts: a prediction without a label,
-    an outcome with its five fields only (event_time as RFC 3339 text)."""
+    """Rows of :func:`message_frame` as JSON-ready dicts: a prediction without a label, an
+    outcome with its five fields only, a joined record as it is (event_time as RFC 3339)."""
+    kinds = "kind" in frame
     for lo in range(0, len(frame), chunk):
         part = frame.iloc[lo : lo + chunk].copy()
         part["event_time"] = part["event_time"].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         for rec in part.to_dict("records"):
-            if rec["kind"] == "outcome":
+            if not kinds:  # joined records (monitor.data.scorer.iter_records does the same)
+                yield rec
+            elif rec["kind"] == "outcome":
                 yield {k: rec[k] for k in OUTCOME_FIELDS} | {"label": int(rec["label"])}
             else:
                 rec.pop("label", None)
                 yield rec
+
+
+def message_frame(
+    frame: pd.DataFrame, mode: str, seed: int, bias: OutcomeBias | None = None
+) -> pd.DataFrame:
+    """The messages of a scored stream in ``mode`` (:data:`OUTCOME_MODES`): the frame as
+    it is (none), joined at discharge (joined) or predictions and outcomes (delayed)."""
+    if mode not in OUTCOME_MODES:
+        raise ValueError(f"unknown outcome mode {mode!r}; choose from {list(OUTCOME_MODES)}")
+    if bias is not None and mode != "delayed":
+        raise ValueError("an outcome bias needs delayed outcomes (--outcomes delayed)")
+    if mode == "delayed":
+        return delayed_messages(frame, seed, bias)
+    return joined_messages(frame)
