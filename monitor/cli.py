@@ -73,8 +73,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         with tempfile.TemporaryDirectory(prefix="vfr-bench-outcomes-") as tmp:
             out = run_outcome_lead(
+                # the slow axes off (hourly): verdict flips do not wait for them
                 lambda mode, bias, d: _headless_demo(
-                    cfg, args.records or 100_000, d, outcomes=mode, bias=bias
+                    cfg, args.records or 100_000, d, outcomes=mode, bias=bias, axes_s=3600.0
                 ),
                 args.out_dir or tmp,
                 args.outcome_bias,
@@ -96,7 +97,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _headless_demo(
-    cfg: Any, records: int, out_dir: str, outcomes: str = "none", bias: str | None = None
+    cfg: Any,
+    records: int,
+    out_dir: str,
+    outcomes: str = "none",
+    bias: str | None = None,
+    axes_s: float = 6.0,
 ) -> str:
     """The demo year, as fast as it goes and without a view; returns its DuckDB file."""
     import io
@@ -106,6 +112,7 @@ def _headless_demo(
 
     opts = DemoOptions(
         records=records, rate=None, out_dir=out_dir, live=False, outcomes=outcomes,
+        axes_interval_s=axes_s,
         outcome_bias=None if bias is None else parse_outcome_bias(bias),
     )  # fmt: skip
     if run_demo(cfg, opts, out=io.StringIO()) != 0:
