@@ -182,6 +182,25 @@ class WindowConfig(_Strict):
     hop_seconds: float = Field(60.0, ge=0)
 
 
+class OutcomesConfig(_Strict):
+    """Predictions now, outcomes later (issue 23): how long an outcome may take, and how
+    long an outcome that came before its prediction is held. Both are event-time spans
+    (the model's latest event time seen), so a replay joins and expires exactly as the
+    live run did."""
+
+    #: an outcome known more than this after its prediction's scoring time is dead-lettered
+    #: ``late_outcome``; a prediction without an outcome for this long is counted expired
+    max_outcome_delay_days: float = Field(30.0, gt=0)
+    #: an outcome with no stored prediction is held this long (event time), then
+    #: dead-lettered ``orphan_outcome``
+    orphan_hold_days: float = Field(1.0, ge=0)
+    #: the largest relative shortfall ``1 - min c_g / max c_g`` of an attribute's groups'
+    #: outcome coverage at which its label-based cells count as resting on comparable
+    #: outcomes; above it their tier reason reads "outcomes incomplete"
+    #: (monitor.core.coverage). 0 flags any difference, 1 never flags.
+    max_coverage_gap: float = Field(0.10, ge=0.0, le=1.0)
+
+
 class Axis2Config(_Strict):
     """docs/method.md section 4 parameters."""
 
@@ -215,19 +234,6 @@ class EquiLenseConfig(_Strict):
     min_pairs: int = Field(30, ge=1)
     #: attribute -> reference group code (default: the largest group)
     reference: dict[str, str] = Field(default_factory=dict)
-
-
-class OutcomesConfig(_Strict):
-    """Outcomes that arrive after their prediction (issue 23): when a coverage gap between
-    the groups of an attribute qualifies its label-based cells (monitor.core.coverage).
-
-    ``max_coverage_gap``: the largest relative shortfall ``1 - min c_g / max c_g`` of the
-    groups' outcome coverage at which label-based cells count as resting on comparable
-    outcomes; above it their tier reason reads "outcomes incomplete". 0 flags any
-    difference, 1 never flags.
-    """
-
-    max_coverage_gap: float = Field(0.10, ge=0.0, le=1.0)
 
 
 class LabelRule(_Strict):
@@ -399,10 +405,10 @@ class MonitorConfig(_Strict):
     #: the model registry: monitored model ids (see ServiceConfig.unknown_models)
     models: list[ModelEntry] = Field(default_factory=list)
     window: WindowConfig = Field(default_factory=WindowConfig)
+    outcomes: OutcomesConfig = Field(default_factory=OutcomesConfig)
     axis2: Axis2Config = Field(default_factory=Axis2Config)
     axis3: Axis3Config = Field(default_factory=Axis3Config)
     equilense: EquiLenseConfig = Field(default_factory=EquiLenseConfig)
-    outcomes: OutcomesConfig = Field(default_factory=OutcomesConfig)
     input: InputConfig = Field(default_factory=InputConfig)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     interventions: InterventionConfig = Field(default_factory=InterventionConfig)
@@ -432,6 +438,11 @@ class MonitorConfig(_Strict):
             raise ValueError(
                 "service.retention_discharge_days: must cover the window and the audit cohort "
                 f"({horizon} days), or windows could not be rebuilt after a restart"
+            )
+        if self.service.retention_discharge_days < self.outcomes.max_outcome_delay_days:
+            raise ValueError(
+                "service.retention_discharge_days: must cover outcomes.max_outcome_delay_days, "
+                "or a prediction could be deleted while its outcome may still arrive"
             )
         unknown = sorted(set(self.interventions.intersection) - set(names))
         if unknown and "intersection" in self.interventions.model_fields_set:

@@ -249,6 +249,18 @@ class CountTable:
             setattr(out, name, getattr(self, name).copy())
         return out
 
+    def merged_labels(self) -> CountTable:
+        """A copy with every record moved to label 0 (issue 23): the table of a label-free
+        metric, whose bootstrap then stratifies by group only (the label of a prediction
+        may be unknown). Exact: the words are summed, not the floats."""
+        out = CountTable(self.groups, self.bins)
+        for name in ("counts", "_hi", "_lo", "_sq_hi", "_sq_lo"):
+            a = getattr(self, name)
+            m = np.zeros_like(a)
+            m[:, 0] = a.sum(axis=1)
+            setattr(out, name, m)
+        return out
+
     # ---------------------------------------------------------------- views
     @property
     def n(self) -> int:

@@ -55,6 +55,10 @@ class CellEvaluation:
     #: on had 1-10 records enter or leave since the cell's last release, so the service
     #: kept showing that release (monitor.stream.publication; docs/privacy.md)
     released: bool = True
+    #: issue 23: predictions in the window, and of them those whose outcome had arrived
+    #: (what a label-based cell was computed on; a label-free cell used every prediction)
+    predictions: int | None = None
+    with_outcome: int | None = None
     #: a label-based cell's outcome coverage of its attribute's groups (published figures,
     #: the gap and the reason it gives; monitor.core.coverage); None: no outcomes are
     #: tracked apart from predictions, or a label-free cell
@@ -96,6 +100,8 @@ class CellEvaluation:
             "kappa": self.kappa,
             "evaluated_at": self.evaluated_at,
             "released": self.released,
+            "predictions": self.predictions,
+            "with_outcome": self.with_outcome,
             "outcome_coverage": (
                 None if self.outcome_coverage is None else self.outcome_coverage.to_dict()
             ),
@@ -127,6 +133,8 @@ class CellEvaluation:
             evaluated_at=str(d.get("evaluated_at", "")),
             reliable_verdict=d.get("reliable_verdict"),
             released=bool(d.get("released", True)),
+            predictions=d.get("predictions"),
+            with_outcome=d.get("with_outcome"),
             outcome_coverage=_coverage_from(d.get("outcome_coverage")),
         )
 

@@ -144,6 +144,23 @@ MIGRATIONS: list[list[str]] = [
             axis VARCHAR NOT NULL, model_id VARCHAR NOT NULL, cohort JSON NOT NULL,
             PRIMARY KEY (axis, model_id))""",
     ],
+    # v11 (issue 23, predictions now, outcomes later): a prediction is stored without its
+    # label (NULL until its outcome joins); ``outcome_time`` is when the label became known
+    # and ``label_pos`` the model's stream position from which the label counts (a window
+    # rebuilt at a position sees the labels it saw live). Existing records came joined:
+    # known at scoring, from their own position. ``held_outcomes``: outcomes that came
+    # before their prediction, held for [outcomes] orphan_hold_days.
+    [
+        "ALTER TABLE discharges ALTER COLUMN label DROP NOT NULL",
+        "ALTER TABLE discharges ADD COLUMN IF NOT EXISTS outcome_time TIMESTAMPTZ",
+        "ALTER TABLE discharges ADD COLUMN IF NOT EXISTS label_pos BIGINT",
+        "UPDATE discharges SET outcome_time = event_time, label_pos = model_pos",
+        """CREATE TABLE IF NOT EXISTS held_outcomes (
+            model_id VARCHAR NOT NULL, record_id VARCHAR NOT NULL, label TINYINT NOT NULL,
+            known_at TIMESTAMPTZ NOT NULL, received_at TIMESTAMPTZ NOT NULL,
+            topic VARCHAR, partition INTEGER, "offset" BIGINT, payload BLOB,
+            PRIMARY KEY (model_id, record_id))""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

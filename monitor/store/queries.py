@@ -60,8 +60,16 @@ def window_records(
         [f"json_extract_string(attributes, '$.{a}') AS \"{a}\"" for a in attributes]
     )
     extra = ", hospital_id, features, record_id" if with_details else ""
+    # issue 23: a label counts from its position (label_pos): at ``end_count`` an outcome
+    # that came later is not known yet. ``label`` is -1 while unknown, ``delay_ns`` the
+    # outcome's delay (NULL while unknown).
+    known = "label IS NOT NULL"
+    if end_count is not None:
+        known += f" AND label_pos <= {int(end_count)}"
     upto = (
-        f"SELECT seq, model_pos, event_time, score, label, decision, {cols}{extra} "
+        f"SELECT seq, model_pos, event_time, score, CAST(CASE WHEN {known} THEN label ELSE -1 "
+        f"END AS TINYINT) AS label, decision, {cols}{extra}, CASE WHEN {known} THEN "
+        "epoch_ns(outcome_time) - epoch_ns(event_time) END AS delay_ns "
         "FROM discharges WHERE model_id = ?"
     )
     params: list[Any] = [model_id]

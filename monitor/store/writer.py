@@ -313,10 +313,13 @@ class Store:
                     c.execute(
                         "INSERT INTO discharges (seq, model_id, record_id, event_time, "
                         "received_at, hospital_id, score, label, decision, attributes, features, "
-                        "model_pos, content_hash) SELECT seq, model_id, record_id, event_time, "
-                        "?::TIMESTAMPTZ, hospital_id, score, label, decision, "
+                        "model_pos, content_hash, outcome_time, label_pos) SELECT seq, model_id, "
+                        "record_id, event_time, ?::TIMESTAMPTZ, hospital_id, score, "
+                        # a prediction (label -1 in the batch) is stored without its label
+                        "CASE WHEN label >= 0 THEN label END, decision, "
                         f"json_object({attrs}), features::JSON, model_pos, "
-                        f"{self._content_sql()} FROM _batch_rows",
+                        f"{self._content_sql()}, CASE WHEN label >= 0 THEN event_time END, "
+                        "CASE WHEN label >= 0 THEN model_pos END FROM _batch_rows",
                         [received_at],
                     )
                 finally:
@@ -330,6 +333,82 @@ class Store:
         return IngestOutcome(
             inserted, dup, sum(stored.values()), new_mask, seq, conflicts, rejected=stored
         )
+
+    # ------------------------------------------------------------------ outcomes (issue 23)
+    def stored_records(self, keys: pd.DataFrame) -> pd.DataFrame:
+        """For outcome keys (``i``, model_id, record_id): the stored record of each one found
+        (i, seq, model_pos, event_ns = scoring time, label: NaN while unknown)."""
+        empty = pd.DataFrame({"i": [], "seq": [], "model_pos": [], "event_ns": [], "label": []})
+        if not len(keys):
+            return empty
+        c = self._conn
+        c.register("_outcome_keys", keys[["i", "model_id", "record_id"]])
+        try:
+            return c.execute(
+                "SELECT k.i, d.seq, d.model_pos, epoch_ns(d.event_time) AS event_ns, d.label "
+                "FROM _outcome_keys k JOIN discharges d "
+                "ON d.model_id = k.model_id AND d.record_id = k.record_id"
+            ).df()
+        finally:
+            c.unregister("_outcome_keys")
+
+    def write_joins(self, joins: pd.DataFrame) -> None:
+        """Labels of stored predictions (seq, label, outcome_time, label_pos), inside the
+        caller's transaction; only a record still without its label is changed."""
+        if not len(joins):
+            return
+        c = self._conn
+        c.register("_joins", joins[["seq", "label", "outcome_time", "label_pos"]])
+        try:
+            c.execute(
+                "UPDATE discharges AS d SET label = j.label::TINYINT, "
+                "outcome_time = j.outcome_time::TIMESTAMPTZ, label_pos = j.label_pos "
+                "FROM _joins j WHERE d.seq = j.seq AND d.label IS NULL"
+            )
+        finally:
+            c.unregister("_joins")
+
+    def held_outcomes(self) -> pd.DataFrame:
+        """Every held outcome (model_id, record_id, label, known_ns, topic, partition,
+        offset, payload)."""
+        return self._conn.execute(
+            'SELECT model_id, record_id, label, epoch_ns(known_at) AS known_ns, topic, '
+            'partition, "offset", payload FROM held_outcomes'
+        ).df()
+
+    def held_count(self) -> int:
+        """How many outcomes are held."""
+        return int(self._conn.execute("SELECT count(*) FROM held_outcomes").fetchall()[0][0])
+
+    def hold_outcomes(self, rows: Sequence[tuple], received_at: pd.Timestamp) -> None:
+        """Outcomes without a stored prediction: (model_id, record_id, label, known_at,
+        topic, partition, offset, payload), inside the caller's transaction."""
+        if rows:
+            # the payload only as dead letters keep it (their HMAC is then of no payload)
+            keep = self.config.service.keep_rejected_payloads
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO held_outcomes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(m, r, int(y), t, received_at, tp, p, o, pl if keep else None)
+                 for m, r, y, t, tp, p, o, pl in rows],
+            )  # fmt: skip
+
+    def release_held(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Forget held outcomes (joined now, or dead-lettered), inside the caller's transaction."""
+        if keys:
+            self._conn.executemany(
+                "DELETE FROM held_outcomes WHERE model_id = ? AND record_id = ?", list(keys)
+            )
+
+    def model_clocks(self) -> dict[str, int]:
+        """Each model's event-time clock (ns): the latest scoring time or outcome time of
+        its stored records and held outcomes (the clock of :mod:`monitor.stream.join`)."""
+        rows = self._conn.execute(
+            "SELECT model_id, max(t) FROM (SELECT model_id, epoch_ns(greatest(max(event_time), "
+            "coalesce(max(outcome_time), max(event_time)))) AS t FROM discharges GROUP BY "
+            "model_id UNION ALL SELECT model_id, epoch_ns(max(known_at)) FROM held_outcomes "
+            "GROUP BY model_id) GROUP BY model_id"
+        ).fetchall()
+        return {str(m): int(t) for m, t in rows}
 
     def rows_table_from_frame(self, valid: pd.DataFrame) -> pa.Table:
         """The batch's valid rows as an Arrow table (DuckDB scans its columns as they are,
@@ -705,7 +784,19 @@ class Store:
                 if n:
                     self._conn.execute(f"DELETE FROM {table} WHERE {column} < ?", [cutoff])
                 out[table] = n
-            if out.get("discharges"):
+            # issue 23: a prediction still without its outcome is kept only while one could
+            # arrive (max_outcome_delay_days) or while a window or the audit cohort needs it
+            keep = max(self.config.outcomes.max_outcome_delay_days, self.config.horizon_days)
+            cutoff = now - pd.Timedelta(days=min(keep, discharge_days))
+            n = self._scalar(
+                "SELECT COUNT(*) FROM discharges WHERE label IS NULL AND event_time < ?", [cutoff]
+            )
+            if n:
+                self._conn.execute(
+                    "DELETE FROM discharges WHERE label IS NULL AND event_time < ?", [cutoff]
+                )
+            out["unmatched_predictions"] = n
+            if out.get("discharges") or n:
                 self._load_keys()  # forget the deleted keys
         return out
 

@@ -90,6 +90,8 @@ def parse_payloads(payloads: Sequence[bytes | None], config: MonitorConfig) -> p
     known = set(REQUIRED) | set(OPTIONAL) | {a.name for a in config.attributes}
     if not known.issuperset(table.column_names):  # unexpected_field: the per-message path
         return None
+    if "kind" in table.column_names:  # predictions and outcomes (issue 23): per message
+        return None
     return table
 
 

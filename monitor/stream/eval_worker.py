@@ -28,7 +28,8 @@ from monitor.config import MonitorConfig
 
 # Only the Axis 1 engine (numpy) and the configuration: not batch_axes.runner, whose
 # imports (pandas, scikit-learn, the slow axes) would triple the worker's memory.
-from monitor.core.axis1 import CellResult, compile_kernels, evaluate_axis1
+from monitor.core.axis1 import CellResult, compile_kernels
+from monitor.core.outcome_split import evaluate_split
 
 _pool: ProcessPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -70,17 +71,19 @@ def _axis1_many(
         taken: dict[str, int] = {}
         later = []
         for i in todo:
-            model = next(iter(jobs[i][0]))[0]
+            model = next(iter(jobs[i][0][1]))[0]
             if model in taken:
                 later.append(i)
             else:
                 taken[model] = i
-        tables = {key: t for i in taken.values() for key, t in jobs[i][0].items()}
+        # each job's tables: (label-free, label-based), monitor.core.outcome_split
+        free = {key: t for i in taken.values() for key, t in jobs[i][0][0].items()}
+        joined = {key: t for i in taken.values() for key, t in jobs[i][0][1].items()}
         seeds = {model: jobs[i][1] for model, i in taken.items()}
         t0 = time.perf_counter()
         a = cfg.axis1  # as monitor.core.axis1.run_axis1, one seed per model
-        results = evaluate_axis1(
-            tables, cfg.metrics, K=a.K, N=a.N, min_group_support=a.min_group_support,
+        results = evaluate_split(
+            free, joined, cfg.metrics, K=a.K, N=a.N, min_group_support=a.min_group_support,
             seed=0, threads=1, seeds=seeds,
         )  # fmt: skip
         seconds = (time.perf_counter() - t0) / len(taken)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from monitor.core.events import CellTracker
 from monitor.core.results import CellEvaluation
 from monitor.stream.publication import ModelPublication, PublishedModel
-from monitor.stream.window import ModelWindow
+from monitor.stream.window import ModelWindow, WindowCoverage
 
 #: a cell of one model: (metric, attribute)
 CellKey = tuple[str, str]
@@ -48,6 +48,9 @@ class ModelView:
     groups: Mapping[str, Mapping[str, GroupSummary]] = field(default_factory=dict)
     #: what the model publishes (window size and groups as last released)
     published: PublishedModel = field(default_factory=PublishedModel)
+    #: outcome coverage of the window now (issue 23): predictions, with an outcome,
+    #: expired, delay histogram, per attribute and group (monitor.stream.window)
+    coverage: WindowCoverage | None = None
 
 
 @dataclass
@@ -75,7 +78,7 @@ class ModelState:
     def view(self) -> ModelView:
         w = self.window
         groups = {}
-        for attr, table in w.tables.items():
+        for attr, table in w.prediction_tables().items():
             sizes, selected = table.group_counts(), table.selected_counts()
             groups[attr] = {
                 g: GroupSummary(int(n), int(s))
@@ -83,5 +86,5 @@ class ModelState:
             }
         return ModelView(
             self.model_id, w.n, w.arrivals, w.old_events, self.evaluations, groups,
-            self.publication.model,
+            self.publication.model, w.coverage(),
         )  # fmt: skip

@@ -36,8 +36,9 @@ from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from consumers.base import Origin
 from monitor.config import MonitorConfig
-from monitor.core.axis1 import CellResult, run_axis1
+from monitor.core.axis1 import CellResult
 from monitor.core.events import CellEvent, CellTracker
+from monitor.core.outcome_split import run_split
 from monitor.core.results import CellEvaluation, EvaluationRecord, WindowPosition
 from monitor.core.tiers import cell_tier
 from monitor.store import DeadLetter, Store
@@ -46,6 +47,7 @@ from monitor.stream.admission import admission_reasons, admit
 from monitor.stream.axis_payloads import axis_result
 from monitor.stream.columnar import parse_payloads, validate_table
 from monitor.stream.model_state import ModelState, ModelView
+from monitor.stream.outcome_join import Joins, NewPrediction, join_batch
 from monitor.stream.ownership import Partition, PartitionOwnership
 from monitor.stream.publication import WindowCounts, published_events
 from monitor.stream.schema import Rejection, validate_records
@@ -100,6 +102,34 @@ class BatchReport:
     drift: list[tuple[str, str, str]] = field(default_factory=list)
     #: per model, the new records' (label, score, decision) for model-health tracking
     new_records: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    #: what the batch's outcome messages did, by case (monitor.stream.join.JoinCase)
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+class _JoinCursor:
+    """One model's joins of a batch (seq, label, delay, label_pos; by label_pos), applied to
+    its window up to a stream position at a time."""
+
+    def __init__(self, arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]):
+        self.seq, self.label, self.delay, self.pos = arrays
+        self.done = 0
+
+    def apply(self, window: ModelWindow, upto: int | None) -> None:
+        """Join those with label_pos <= ``upto`` (None: all the rest)."""
+        end = len(self.pos) if upto is None else int(np.searchsorted(self.pos, upto, "right"))
+        if end <= self.done:
+            return
+        part = slice(self.done, end)
+        order = np.argsort(self.seq[part], kind="stable")
+        window.join(self.seq[part][order], self.label[part][order], self.delay[part][order])
+        self.done = end
+
+
+_NO_OUTCOMES = pd.DataFrame(
+    {"position": np.zeros(0, np.int64), "model_id": np.zeros(0, object),
+     "record_id": np.zeros(0, object), "event_time": np.zeros(0, "datetime64[ns]"),
+     "label": np.zeros(0, np.int8)}
+)  # fmt: skip
 
 
 #: ingest stages timed by :class:`PipelineStats`, in data-path order
@@ -155,6 +185,8 @@ class _Checked:
     rows: pa.Table
     positions: np.ndarray
     dead: list[DeadLetter]
+    #: the batch's admitted outcome messages (position = payload index; issue 23)
+    outcomes: pd.DataFrame | None = None
 
 
 @dataclass
@@ -174,6 +206,9 @@ class _Job:
     release: frozenset[str] = frozenset()
     #: the model's release points after this evaluation's decision
     bases: dict | None = None
+    #: predictions in the window, and those with an outcome (issue 23)
+    predictions: int | None = None
+    with_outcome: int | None = None
 
 
 class Pipeline:
@@ -228,6 +263,8 @@ class Pipeline:
             return model_id in models if models is not None else model_id not in dropped
 
         self._ownership.load(self.store.model_partitions(), models)
+        #: each model's event-time clock (latest scoring time): holds of early outcomes
+        self._clocks = self.store.model_clocks()
         restored: dict[str, ModelState] = {}
         saved_releases: dict[str, Any] = {}
         saved_cells: dict[str, list[CellEvaluation]] = {}
@@ -348,7 +385,7 @@ class Pipeline:
         # rule decides as it did then, from the release points restored from the file
         job = self._snapshot(w, pd.Timestamp(self.clock(), unit="s", tz="UTC"))
         t0 = time.perf_counter()
-        job.results = run_axis1(w.table_map(), cfg, job.seed, threads=1)
+        job.results = run_split(*w.split_tables(), cfg, job.seed, threads=1)
         job.seconds = time.perf_counter() - t0
         return job
 
@@ -409,7 +446,33 @@ class Pipeline:
             dead.append(DeadLetter(r.reason, payloads[index[r.index]], o.topic, o.partition,
                                    o.offset))  # fmt: skip
         positions = np.asarray(index, dtype=np.int64)[valid["position"].to_numpy(np.int64)]
-        return _Checked(self.store.rows_table_from_frame(valid), positions, dead)
+        outcomes = None
+        if len(checked.outcomes):
+            outcomes = self._admit_outcomes(checked.outcomes, np.asarray(index, np.int64), now)
+            for r in outcomes.attrs.pop("refused"):
+                o = origins[r.index]
+                dead.append(DeadLetter(r.reason, payloads[r.index], o.topic, o.partition,
+                                       o.offset))  # fmt: skip
+        return _Checked(self.store.rows_table_from_frame(valid), positions, dead, outcomes)
+
+    def _admit_outcomes(
+        self, outcomes: pd.DataFrame, index: np.ndarray, now: pd.Timestamp
+    ) -> pd.DataFrame:
+        """The admission rules of a prediction applied to outcome messages (event-time
+        bounds on the time known, the model registry); positions become payload indices
+        and the refused ones are in ``attrs["refused"]``."""
+        out = outcomes.assign(position=index[outcomes["position"].to_numpy(np.int64)])
+        reason = admission_reasons(
+            out["event_time"].array, out["model_id"].to_numpy(dtype=object),
+            self._models.keys(), now, self.config,
+        )  # fmt: skip
+        refused = reason != None  # noqa: E711 (elementwise)
+        pos = out["position"].to_numpy(np.int64)
+        kept = out[~refused].reset_index(drop=True)
+        kept.attrs["refused"] = [
+            Rejection(int(pos[i]), str(reason[i])) for i in np.flatnonzero(refused)
+        ]
+        return kept
 
     def _columnar(
         self, payloads: Sequence[bytes | None], origins: Sequence[Origin], now: pd.Timestamp
@@ -494,10 +557,13 @@ class Pipeline:
                         new = RecordBatch.from_table(
                             rows, outcome.seq[mask], self.config, self.store.group_columns
                         )
+                    with stats.stage("store"):
+                        joins = self._join(batch, rows, new, mask, payloads, origins, now,
+                                           report)  # fmt: skip
                     # the evaluations submitted by earlier batches first (stream order)
                     with stats.stage("evaluate"):
                         items = self._collect(report)
-                    self._advance_windows(new, rows["model_id"], now, report, items)
+                    self._advance_windows(new, rows["model_id"], now, report, items, joins)
                     commit.enter_context(stats.stage("commit"))
                 commit.close()
             except BaseException:
@@ -508,6 +574,48 @@ class Pipeline:
             stats.records += len(payloads)
             stats.batches += 1
         self._report(report)
+
+    def _join(
+        self,
+        batch: _Checked,
+        rows: pa.Table,
+        new: RecordBatch,
+        mask: np.ndarray,
+        payloads: Sequence[bytes | None],
+        origins: Sequence[Origin],
+        now: pd.Timestamp,
+        report: BatchReport,
+    ) -> dict[str, Joins]:
+        """The batch's outcomes joined (monitor.stream.outcome_join), inside its transaction;
+        returns the joins per model for the windows. A batch without outcomes while none
+        is held costs one count."""
+        outcomes = batch.outcomes
+        if outcomes is None:
+            outcomes = _NO_OUTCOMES
+        if not len(outcomes) and not len(new):
+            return {}
+        models = rows["model_id"].to_numpy(zero_copy_only=False)
+        records = rows["record_id"].to_numpy(zero_copy_only=False)
+        before = {m: ms.window.arrivals for m, ms in self._models.items()}
+        pos, counter = np.empty(len(new), np.int64), dict(before)
+        for i, m in enumerate(models):
+            counter[m] = counter.get(m, 0) + 1
+            pos[i] = counter[m]
+        fresh = [
+            NewPrediction(int(ix), str(m), str(r), int(sq), int(p), int(t), bool(y >= 0))
+            for ix, m, r, sq, p, t, y in zip(
+                batch.positions[mask], models, records, new.seq, pos, new.event_time, new.label,
+                strict=True,
+            )
+        ]
+        result, dead = join_batch(
+            self.store, self.config, fresh, outcomes, payloads, origins, before, self._clocks,
+            now,
+        )  # fmt: skip
+        for reason, k in self.store.write_dead_letters(dead, now).items():
+            report.rejected[reason] = report.rejected.get(reason, 0) + k
+        report.outcomes = dict(result.cases)
+        return result.joins
 
     def forget_partitions(self, partitions: Collection[Partition]) -> list[str]:
         """Drop the models last seen on ``partitions`` (revoked from this instance) from
@@ -672,11 +780,15 @@ class Pipeline:
         now: pd.Timestamp,
         report: BatchReport,
         pending: list[EvaluationRecord],
+        joins: dict[str, Joins] | None = None,
     ) -> None:
         """Add the batch's new records (arrival order; ``models``: each one's model id) to
-        their models' windows, splitting at hop points."""
+        their models' windows, splitting at hop points, with the outcomes joined where
+        they count (``joins``)."""
         with self.stats.stage("window"):
-            submitted, touched = self._add_to_windows(new, models, now, report, pending)
+            submitted, touched = self._add_to_windows(
+                new, models, now, report, pending, joins or {}
+            )
         with self.stats.stage("state"):
             self._write(pending, sorted(touched), now)
         if submitted:  # one worker call for the batch's hop points
@@ -694,9 +806,14 @@ class Pipeline:
         now: pd.Timestamp,
         report: BatchReport,
         pending: list[EvaluationRecord],
-    ) -> tuple[list[tuple[_Job, dict]], set[str]]:
+        joins: dict[str, Joins],
+    ) -> tuple[list[tuple[_Job, Any]], set[str]]:
         """The window updates and hop points of :meth:`_advance_windows`; returns the hop
-        evaluations for the worker and the models touched."""
+        evaluations for the worker and the models touched.
+
+        An outcome counts from its ``label_pos`` (monitor.stream.join.label_position):
+        before the evaluation at a hop point E every join with label_pos <= E is applied,
+        the rest after the model's last new record of the batch."""
         hop = self.config.window.hop_records
         submitted: list[tuple[_Job, dict]] = []
         touched = {item.model_id for item in pending}
@@ -704,6 +821,7 @@ class Pipeline:
         enc = pa.chunked_array([models]) if isinstance(models, pa.Array) else models
         enc = enc.combine_chunks().dictionary_encode()
         names = enc.dictionary.to_pylist()
+        todo = {m: _JoinCursor(j.arrays()) for m, j in joins.items() if m in self._models}
         codes = enc.indices.to_numpy(zero_copy_only=False)
         order = np.argsort(codes, kind="stable")
         ends = np.cumsum(np.bincount(codes, minlength=len(names)))
@@ -715,7 +833,12 @@ class Pipeline:
             w = ms.window
             start = ends[k - 1] if k else 0
             batch = new.take(order[start : ends[k]])
-            report.new_records[model_id] = (batch.label, batch.score, batch.decision)
+            known = batch.label >= 0  # model health reads records with their label
+            report.new_records[model_id] = (
+                (batch.label, batch.score, batch.decision) if known.all()
+                else (batch.label[known], batch.score[known], batch.decision[known])
+            )  # fmt: skip
+            cursor = todo.pop(model_id, None)
             i = 0
             while i < len(batch):
                 take = min(hop - w.arrivals % hop, len(batch) - i)
@@ -723,15 +846,22 @@ class Pipeline:
                 ms.since_eval += take
                 i += take
                 if w.arrivals % hop == 0:
+                    if cursor is not None:
+                        cursor.apply(w, w.arrivals)
                     if self.use_worker:
                         job = self._snapshot(w, now)
                         self._evaluated_now(ms)
                         job.index = len(submitted)
-                        submitted.append((job, w.table_map()))
+                        submitted.append((job, w.split_tables()))
                     else:
                         item = self._evaluate(model_id, now, report)
                         if item is not None:
                             pending.append(item)
+            if cursor is not None:
+                cursor.apply(w, None)
+            touched.add(model_id)
+        for model_id, cursor in todo.items():  # outcomes only: no hop point moves
+            cursor.apply(self._models[model_id].window, None)
             touched.add(model_id)
         return submitted, touched
 
@@ -830,7 +960,10 @@ class Pipeline:
         if ms.evaluated is None or w.arrivals > ms.evaluated:  # not a position done already
             counts = WindowCounts.of(w, ms.publication.bases())
             release, bases = ms.publication.decide(counts)
-        return _Job(w.model_id, now, seed, window, release=release, bases=bases)
+        return _Job(
+            w.model_id, now, seed, window, release=release, bases=bases, predictions=w.n,
+            with_outcome=w.with_outcome,
+        )
 
     def _evaluated_now(self, ms: ModelState) -> None:
         ms.since_eval = 0
@@ -848,7 +981,7 @@ class Pipeline:
         job = self._snapshot(w, now)
         self._evaluated_now(ms)
         t0 = time.perf_counter()
-        job.results = run_axis1(w.table_map(), self.config, job.seed, threads=1)
+        job.results = run_split(*w.split_tables(), self.config, job.seed, threads=1)
         job.seconds = time.perf_counter() - t0
         return self._apply(job, report, interim)
 
@@ -905,6 +1038,8 @@ class Pipeline:
                 kappa=kp,
                 evaluated_at=str(now),
                 reliable_verdict=tracker.reliable.confirmed,
+                predictions=job.predictions,
+                with_outcome=job.with_outcome,
             )
             cells.append(cell)
             if not interim and self.drift is not None and self.drift.update(key, r.value):

@@ -97,7 +97,7 @@ class WindowCounts:
             attr: GroupCounts(
                 table.groups, table.group_counts().copy(), table.selected_counts().copy()
             )
-            for attr, table in window.tables.items()
+            for attr, table in window.prediction_tables().items()
         }
         wanted = sorted({b for b in bases if b is not None})
         kept: dict[int, dict[str, np.ndarray]] = {}

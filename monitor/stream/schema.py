@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,12 @@ MAX_FEATURES = 256
 
 #: Core fields in the order they are checked (the first fault found is reported).
 REQUIRED = ("record_id", "model_id", "event_time", "score", "label")
-OPTIONAL = ("hospital_id", "decision", "features", "schema_version")
+OPTIONAL = ("hospital_id", "decision", "features", "schema_version", "kind")
+#: an outcome message (issue 23): which record of which model, its label, and when the
+#: label became known (``event_time``); nothing else
+OUTCOME_FIELDS = ("kind", "record_id", "model_id", "event_time", "label", "schema_version")
+#: the ``label`` of a prediction whose outcome is not known yet
+LABEL_UNKNOWN = -1
 
 
 @dataclass(frozen=True)
@@ -52,12 +57,27 @@ class Rejection:
     reason: str
 
 
+def _no_outcomes() -> pd.DataFrame:
+    return pd.DataFrame(
+        {"position": np.zeros(0, np.int64), "model_id": np.zeros(0, object),
+         "record_id": np.zeros(0, object),
+         "event_time": pd.Series([], dtype="datetime64[ns, UTC]").array,
+         "label": np.zeros(0, np.int8)}
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class ValidationResult:
-    """Valid records as a typed frame (``position`` = index in the batch) and the rejections."""
+    """Valid records as a typed frame (``position`` = index in the batch) and the rejections.
+
+    ``valid`` holds predictions and joined records (a prediction's label is
+    :data:`LABEL_UNKNOWN`); ``outcomes`` the valid outcome messages (position, model_id,
+    record_id, event_time = when known, label).
+    """
 
     valid: pd.DataFrame
     rejected: list[Rejection]
+    outcomes: pd.DataFrame = field(default_factory=_no_outcomes)
 
     def reason_counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -250,6 +270,12 @@ def validate_frame(frame: pd.DataFrame, config: MonitorConfig) -> ValidationResu
 
     out: dict[str, Any] = {"position": np.arange(n)}
 
+    kinds = column("kind")
+    given_kind = _present(kinds)
+    kind_vals = kinds.to_numpy(dtype=object)
+    prediction = np.fromiter((k == "prediction" for k in kind_vals), bool, n) & given_kind
+    fail(given_kind & ~prediction, "invalid:kind")
+
     for name in ("record_id", "model_id"):
         col = column(name)
         fail(~_present(col), f"missing:{name}")
@@ -284,11 +310,13 @@ def validate_frame(frame: pd.DataFrame, config: MonitorConfig) -> ValidationResu
     out["score"] = np.nan_to_num(score)
 
     col = column("label")
-    fail(~_present(col), "missing:label")
-    fail(boolean_values(col), "wrong_type:label")
+    # a prediction has no label yet (issue 23): one carrying a label is not a prediction
+    fail(prediction & _present(col), "unexpected_field:label")
+    fail(~prediction & ~_present(col), "missing:label")
+    fail(~prediction & boolean_values(col), "wrong_type:label")
     ok, label = _binary(col)
-    fail(~ok, "out_of_range:label")
-    out["label"] = label
+    fail(~prediction & ~ok, "out_of_range:label")
+    out["label"] = np.where(prediction, LABEL_UNKNOWN, label)
 
     col = column("decision")
     given = _present(col)
@@ -361,10 +389,75 @@ def decision_thresholds(columns: Mapping[str, Any], config: MonitorConfig) -> np
     return thr
 
 
+def validate_outcome_frame(frame: pd.DataFrame, config: MonitorConfig) -> ValidationResult:
+    """Validate outcome messages (issue 23): the id, time and label rules of a scored
+    discharge, on the fields an outcome has; ``outcomes`` holds the valid ones."""
+    n = len(frame)
+    reason = np.full(n, None, dtype=object)
+    free = np.ones(n, dtype=bool)
+
+    def fail(mask: np.ndarray, why: str) -> None:
+        hit = mask & free
+        reason[hit & (reason == None)] = why  # noqa: E711 (elementwise)
+        free[hit] = False
+
+    def column(name: str) -> pd.Series:
+        if name in frame.columns:
+            return frame[name]
+        return pd.Series([None] * n, index=frame.index, dtype=object)
+
+    out: dict[str, Any] = {"position": frame["position"].to_numpy(np.int64)}
+    for name in ("record_id", "model_id"):
+        col = column(name)
+        fail(~_present(col), f"missing:{name}")
+        fail(~_ids_ok(col.to_numpy(dtype=object)), f"wrong_type:{name}")
+        out[name] = col.to_numpy(dtype=object)
+    fail(model_id_not_exportable(out["model_id"]), "invalid:model_id")
+    col = column("event_time")
+    fail(~_present(col), "missing:event_time")
+    is_str, has_zone, ts = _parse_times(col, n)
+    fail(_present(col) & ~is_str, "wrong_type:event_time")
+    fail(_present(col) & ~has_zone, "invalid:event_time")
+    fail(ts.isna().to_numpy(), "invalid:event_time")
+    fail(event_time_unrepresentable(ts), "out_of_range:event_time")
+    out["event_time"] = ts.array
+    col = column("label")
+    fail(~_present(col), "missing:label")
+    fail(boolean_values(col), "wrong_type:label")
+    ok, label = _binary(col)
+    fail(~ok, "out_of_range:label")
+    out["label"] = label.astype(np.int8)
+    sv = column("schema_version").to_numpy(dtype=object)
+    present = _present(column("schema_version"))
+    bad = np.zeros(n, bool)
+    bad[present] = [not (_is_number(x) and x == SCHEMA_VERSION) for x in sv[present]]
+    fail(bad, "unsupported:schema_version")
+    good = free
+    valid = pd.DataFrame(
+        {k: (v[good] if k == "event_time" and good.any() else np.asarray(v)[good])
+         for k, v in out.items()}
+    )  # fmt: skip
+    if not good.any():
+        valid = _no_outcomes()
+    rejected = [Rejection(int(out["position"][i]), str(reason[i])) for i in np.flatnonzero(~good)]
+    return ValidationResult(valid=_no_outcomes().iloc[0:0], rejected=rejected,
+                            outcomes=valid.reset_index(drop=True))  # fmt: skip
+
+
+def _is_outcome(rec: Any) -> bool:
+    return isinstance(rec, Mapping) and rec.get("kind") == "outcome"
+
+
 def validate_records(
     records: Sequence[Mapping[str, Any]], config: MonitorConfig
 ) -> ValidationResult:
-    """Validate decoded JSON objects; non-objects and unknown fields are rejected too."""
+    """Validate decoded JSON objects; non-objects and unknown fields are rejected too.
+
+    Outcome messages (``"kind": "outcome"``) are judged by :func:`validate_outcome_frame`
+    and returned in ``outcomes``; everything else as a scored discharge or prediction.
+    """
+    if any(map(_is_outcome, records)):
+        return _validate_mixed(records, config)
     known = set(REQUIRED) | set(OPTIONAL) | {a.name for a in config.attributes}
     pre: dict[int, str] = {}
     rows: list[Mapping[str, Any]] = []
@@ -393,11 +486,46 @@ def validate_records(
     return ValidationResult(valid=result.valid[keep].reset_index(drop=True), rejected=rejected)
 
 
+def _validate_mixed(records: Sequence[Any], config: MonitorConfig) -> ValidationResult:
+    """A batch with outcome messages: outcomes and the rest validated apart, positions kept."""
+    is_out = np.fromiter(map(_is_outcome, records), bool, len(records))
+    rest = [r for r, o in zip(records, is_out, strict=True) if not o]
+    where = np.flatnonzero(~is_out)
+    main = validate_records(rest, config) if rest else None
+    known = set(OUTCOME_FIELDS)
+    out_pos = np.flatnonzero(is_out)
+    pre = [
+        Rejection(int(i), "unexpected_field") for i in out_pos if not known.issuperset(records[i])
+    ]
+    ok_pos = [int(i) for i in out_pos if known.issuperset(records[i])]
+    frame = pd.DataFrame([records[i] for i in ok_pos], index=range(len(ok_pos)))
+    frame["position"] = np.asarray(ok_pos, dtype=np.int64)
+    outs = validate_outcome_frame(frame, config)
+    rejected = pre + outs.rejected
+    if main is None:
+        return ValidationResult(_empty_valid(config), sorted(rejected, key=lambda r: r.index),
+                                outs.outcomes)  # fmt: skip
+    valid = main.valid.copy()
+    valid["position"] = where[valid["position"].to_numpy(np.int64)]
+    rejected += [Rejection(int(where[r.index]), r.reason) for r in main.rejected]
+    return ValidationResult(valid, sorted(rejected, key=lambda r: r.index), outs.outcomes)
+
+
+def _empty_valid(config: MonitorConfig) -> pd.DataFrame:
+    """The valid frame of a batch without predictions (the columns validate_frame makes)."""
+    return validate_frame(pd.DataFrame(index=range(0)), config).valid
+
+
 def validate_record(record: Any, config: MonitorConfig) -> tuple[dict[str, Any] | None, str | None]:
     """One record: (typed record, None) or (None, reason). Same rules as the batch path."""
     result = validate_records([record], config)
     if result.rejected:
         return None, result.rejected[0].reason
+    if len(result.outcomes):
+        row = result.outcomes.iloc[0].to_dict()
+        row.pop("position", None)
+        row["label"] = int(row["label"])
+        return row, None
     row = result.valid.iloc[0].to_dict()
     row.pop("position", None)
     row["label"], row["decision"] = int(row["label"]), int(row["decision"])

@@ -10,6 +10,12 @@ per record, never identifiers or features.
   event time seen (an event-time clock, so a replay gives the same windows as
   the live run). A record already older than that horizon when it arrives is
   stored, but does not enter the window, and is counted in ``old_events``.
+
+Windows are on predictions (issue 23). A record's label is -1 until its outcome joins
+(:meth:`ModelWindow.join`): ``tables`` holds the predictions with an outcome (label x
+group, for the label-based metrics), ``pending`` those without (at label 0); a join moves a
+record from one to the other, an eviction removes it from the one it is in. The label-free
+metrics read both (:meth:`ModelWindow.prediction_tables`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ from monitor.config import MonitorConfig
 from monitor.core.counts import CountTable
 from monitor.core.tables import group_index
 
+#: label of a record whose outcome is not known (monitor.stream.join.LABEL_UNKNOWN)
+_UNKNOWN = -1
+_NS_PER_DAY = 86_400 * 10**9
+
 
 @dataclass(frozen=True)
 class RecordBatch:
@@ -34,9 +44,15 @@ class RecordBatch:
     seq: np.ndarray  # int64 arrival sequence
     event_time: np.ndarray  # int64 ns since epoch (UTC)
     groups: dict[str, np.ndarray]  # attribute -> group index
-    label: np.ndarray
+    label: np.ndarray  # -1: outcome not known yet
     decision: np.ndarray
     score: np.ndarray
+    #: outcome delay in ns (outcome time - scoring time, at least 0); -1 while unknown
+    delay: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.delay is None:  # a joined record: known at scoring
+            object.__setattr__(self, "delay", np.where(self.label >= 0, 0, _UNKNOWN))
 
     def __len__(self) -> int:
         return int(self.seq.size)
@@ -49,6 +65,7 @@ class RecordBatch:
             self.label[index],
             self.decision[index],
             self.score[index],
+            self.delay[index],
         )
 
     @classmethod
@@ -80,15 +97,23 @@ class RecordBatch:
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, config: MonitorConfig) -> RecordBatch:
-        """From stored or validated records (seq, event_time, score, label, decision, attrs)."""
+        """From stored or validated records (seq, event_time, score, label, decision, attrs;
+        ``delay_ns`` when stored: NaN while the outcome is unknown)."""
         et = pd.to_datetime(frame["event_time"], utc=True)
+        label = frame["label"].to_numpy(np.int64)
+        delay = None
+        if "delay_ns" in frame.columns:
+            d = frame["delay_ns"].to_numpy(np.float64)
+            delay = np.where(np.isnan(d) | (label < 0), _UNKNOWN, np.maximum(np.nan_to_num(d), 0))
+            delay = delay.astype(np.int64)
         return cls(
             seq=frame["seq"].to_numpy(np.int64),
             event_time=et.dt.tz_convert(None).to_numpy(dtype="datetime64[ns]").view(np.int64),
             groups={a.name: group_index(frame[a.name].to_numpy(), a) for a in config.attributes},
-            label=frame["label"].to_numpy(np.int64),
+            label=label,
             decision=frame["decision"].to_numpy(np.int64),
             score=frame["score"].to_numpy(np.float64),
+            delay=delay,
         )
 
 
@@ -103,6 +128,9 @@ class ModelWindow:
         self.horizon_ns = int(config.window.days * 86_400 * 1e9)
         bins = config.axis1.score_bins
         self.tables = {a.name: CountTable(a.codes, bins) for a in config.attributes}
+        #: predictions in the window without an outcome yet (at label 0)
+        self.pending = {a.name: CountTable(a.codes, bins) for a in config.attributes}
+        self.max_delay_ns = int(config.outcomes.max_outcome_delay_days * _NS_PER_DAY)
         self._batches: deque[RecordBatch] = deque()
         self.n = 0  # records in the window
         self.arrivals = 0  # records of this model accepted so far (the stream position)
@@ -111,17 +139,61 @@ class ModelWindow:
 
     # ------------------------------------------------------------------ add / evict
     def _apply(self, batch: RecordBatch, sign: int) -> None:
-        # label, decision and score bins are the same for every attribute's table
-        bins = self.config.axis1.score_bins
-        prepared = CountTable.prepare(batch.label, batch.decision, batch.score, bins)
-        if prepared is not None:  # every attribute's table in one bincount per array
-            groups = [batch.groups[attr] for attr in self.tables]
-            CountTable.apply_prepared_many(list(self.tables.values()), groups, prepared, sign)
+        known = batch.label >= 0
+        if known.all():
+            self._apply_to(self.tables, batch, sign)
+        elif not known.any():
+            self._apply_to(self.pending, batch, sign, pending=True)
         else:
-            for attr, table in self.tables.items():
-                fn = table.add if sign > 0 else table.remove
-                fn(batch.groups[attr], batch.label, batch.decision, batch.score)
+            self._apply_to(self.tables, batch.take(known), sign)
+            self._apply_to(self.pending, batch.take(~known), sign, pending=True)
         self.n += sign * len(batch)
+
+    def _apply_to(
+        self, tables: dict[str, CountTable], batch: RecordBatch, sign: int, pending: bool = False
+    ) -> None:
+        # label, decision and score bins are the same for every attribute's table
+        label = np.zeros(len(batch), np.int64) if pending else batch.label
+        bins = self.config.axis1.score_bins
+        prepared = CountTable.prepare(label, batch.decision, batch.score, bins)
+        if prepared is not None:  # every attribute's table in one bincount per array
+            groups = [batch.groups[attr] for attr in tables]
+            CountTable.apply_prepared_many(list(tables.values()), groups, prepared, sign)
+        else:
+            for attr, table in tables.items():
+                fn = table.add if sign > 0 else table.remove
+                fn(batch.groups[attr], label, batch.decision, batch.score)
+
+    def join(self, seqs: np.ndarray, labels: np.ndarray, delays: np.ndarray) -> int:
+        """Outcomes of predictions (by sequence number, ascending): each one still in the
+        window moves from ``pending`` to ``tables`` with its label; returns how many.
+
+        A record no longer in the window (evicted, or too old for it) is left alone: its
+        label is stored and a rebuilt window at a later position has it where it belongs.
+        """
+        if not len(seqs) or not self._batches:
+            return 0
+        firsts = np.array([int(b.seq[0]) for b in self._batches], dtype=np.int64)
+        where = np.searchsorted(firsts, seqs, side="right") - 1
+        moved = 0
+        for k in np.unique(where[where >= 0]):
+            b = self._batches[int(k)]
+            mine = where == k
+            idx = np.searchsorted(b.seq, seqs[mine])
+            inside = idx < len(b)
+            idx, lab, dl = idx[inside], labels[mine][inside], delays[mine][inside]
+            hit = b.seq[idx] == seqs[mine][inside]
+            idx, lab, dl = idx[hit], lab[hit], dl[hit]
+            fresh = b.label[idx] < 0
+            idx, lab, dl = idx[fresh], lab[fresh], dl[fresh]
+            if not len(idx):
+                continue
+            self._apply_to(self.pending, b.take(idx), -1, pending=True)
+            b.label[idx] = lab
+            b.delay[idx] = np.maximum(dl, 0)
+            self._apply_to(self.tables, b.take(idx), +1)
+            moved += len(idx)
+        return moved
 
     def add(self, batch: RecordBatch) -> int:
         """Add newly stored records (arrival order); returns how many entered the window."""
@@ -194,5 +266,98 @@ class ModelWindow:
         return seqs, groups
 
     def table_map(self) -> dict[tuple[str, str], CountTable]:
-        """(model_id, attribute) -> count table, as Axis 1 takes them (copies)."""
+        """(model_id, attribute) -> count table of the predictions with an outcome, as
+        Axis 1's label-based cells take them (copies)."""
         return {(self.model_id, a): t.copy() for a, t in self.tables.items()}
+
+    def prediction_tables(self) -> dict[str, CountTable]:
+        """Every prediction of the window per attribute, label collapsed to 0: what the
+        label-free metrics and the group sizes read (new tables)."""
+        return {a: t.merged_labels() + self.pending[a] for a, t in self.tables.items()}
+
+    def split_tables(
+        self,
+    ) -> tuple[dict[tuple[str, str], CountTable], dict[tuple[str, str], CountTable]]:
+        """(label-free tables, label-based tables) keyed as Axis 1 takes them
+        (:func:`monitor.core.outcome_split.evaluate_split`)."""
+        free = {(self.model_id, a): t for a, t in self.prediction_tables().items()}
+        return free, self.table_map()
+
+    @property
+    def with_outcome(self) -> int:
+        """Predictions in the window whose outcome has arrived."""
+        return next(iter(self.tables.values())).n if self.tables else 0
+
+    def coverage(self) -> WindowCoverage:
+        """Per attribute and group: predictions, those with an outcome, those expired
+        (no outcome within max_outcome_delay of the window's latest scoring time), and a
+        histogram of outcome delays in whole days (last bin: that many days or more)."""
+        return window_coverage(self)
+
+
+@dataclass(frozen=True)
+class GroupCoverage:
+    """One group's outcome figures in a model's window (issue 23)."""
+
+    predictions: int
+    with_outcome: int
+    expired: int
+    #: delay_days[d] = outcomes that came d whole days after scoring (last bin: or more)
+    delay_days: tuple[int, ...]
+
+    @property
+    def awaiting(self) -> int:
+        """Predictions still waiting for an outcome that may come."""
+        return self.predictions - self.with_outcome - self.expired
+
+    def median_delay_days(self) -> float | None:
+        """The median delay in whole days (lower median of the histogram); None: none."""
+        total = sum(self.delay_days)
+        if not total:
+            return None
+        half = (total + 1) // 2
+        run = 0
+        for d, c in enumerate(self.delay_days):
+            run += c
+            if run >= half:
+                return float(d)
+        return float(len(self.delay_days) - 1)
+
+
+@dataclass(frozen=True)
+class WindowCoverage:
+    """A model window's outcome coverage: attribute -> group code -> figures."""
+
+    predictions: int
+    with_outcome: int
+    expired: int
+    groups: dict[str, dict[str, GroupCoverage]]
+
+
+def window_coverage(w: ModelWindow) -> WindowCoverage:
+    """:meth:`ModelWindow.coverage`, from the records the window holds."""
+    bins = int(np.ceil(w.config.outcomes.max_outcome_delay_days)) + 1
+    if not w._batches:
+        empty = {a: {g: GroupCoverage(0, 0, 0, (0,) * bins) for g in t.groups}
+                 for a, t in w.tables.items()}  # fmt: skip
+        return WindowCoverage(0, 0, 0, empty)
+    label = np.concatenate([b.label for b in w._batches])
+    delay = np.concatenate([b.delay for b in w._batches])
+    times = np.concatenate([b.event_time for b in w._batches])
+    known = label >= 0
+    expired = ~known & (int(times.max()) - times > w.max_delay_ns)
+    days = np.minimum(np.maximum(delay, 0) // _NS_PER_DAY, bins - 1)
+    out: dict[str, dict[str, GroupCoverage]] = {}
+    for a, t in w.tables.items():
+        g = np.concatenate([b.groups[a] for b in w._batches])
+        G = len(t.groups)
+        n = np.bincount(g, minlength=G)
+        k = np.bincount(g[known], minlength=G)
+        e = np.bincount(g[expired], minlength=G)
+        hist = np.zeros((G, bins), np.int64)
+        np.add.at(hist, (g[known], days[known]), 1)
+        out[a] = {
+            code: GroupCoverage(int(n[i]), int(k[i]), int(e[i]), tuple(int(x) for x in hist[i]))
+            for i, code in enumerate(t.groups)
+        }
+    return WindowCoverage(len(label), int(known.sum()), int(expired.sum()), out)

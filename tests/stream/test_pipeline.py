@@ -17,8 +17,7 @@ from consumers.base import (
 )
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
-from monitor.core.axis1 import run_axis1
-from monitor.core.tables import tables_from_frame
+from monitor.core.outcome_split import run_split, split_tables_from_frame
 from monitor.store import Store
 from monitor.stream.pipeline import (
     Pipeline,
@@ -45,7 +44,9 @@ def test_every_evaluation_equals_the_offline_engine(tmp_path):
         records = store.window_records(model, end_count=end, last_n=CFG.window.size).assign(
             model_id=model
         )
-        offline = run_axis1(tables_from_frame(records, CFG), CFG, int(rows["seed"].iloc[0]))
+        # label-free cells on every prediction (label collapsed), label-based ones on the
+        # records with an outcome (issue 23): here every record came joined
+        offline = run_split(*split_tables_from_frame(records, CFG), CFG, int(rows["seed"].iloc[0]))
         got = {(r["metric"], r["attribute"]): r for r in rows["result"]}
         assert len(offline) == len(got) == 28
         for c in offline:
@@ -244,14 +245,18 @@ def test_stacked_worker_evaluations_equal_one_model_at_a_time():
     from monitor.stream.eval_worker import _axis1_many
 
     df = synthetic_window(1500, models=3, seed=5)
-    tables = tables_from_frame(df, CFG)
+    free, tables = split_tables_from_frame(df, CFG)
     models = sorted({m for m, _ in tables})
+
+    def mine(t, m):
+        return {k: x for k, x in t.items() if k[0] == m}
+
     # model 0 twice (two stream positions), so the worker needs a second round
-    jobs = [({k: t for k, t in tables.items() if k[0] == m}, 100 + i) for i, m in enumerate(models)]
+    jobs = [((mine(free, m), mine(tables, m)), 100 + i) for i, m in enumerate(models)]
     jobs.append((jobs[0][0], 999))
     got = _axis1_many(pickle.dumps(CFG), jobs)
     for (tab, seed), (results, _) in zip(jobs, got, strict=True):
-        alone = run_axis1(tab, CFG, seed, threads=1)
+        alone = run_split(*tab, CFG, seed, threads=1)
         assert [r.to_dict() for r in results] == [r.to_dict() for r in alone]
 
 

@@ -1,0 +1,250 @@
+"""The join of a batch's outcomes, wired: the rules of :mod:`monitor.stream.join` applied to
+what the store holds, inside the batch's transaction (issue 23).
+
+A batch's messages are taken in their order (the order of the topic partition that holds
+their model): a new prediction may claim an outcome held for it, an outcome joins the
+stored prediction, is a no-op or a dead letter, or is held. What comes out is, per model,
+the joins for its window with the stream position each one counts from, so the pipeline
+applies them between the hop points exactly where an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from consumers.base import Origin
+from monitor.config import MonitorConfig
+from monitor.store import DeadLetter, Store
+from monitor.stream.join import (
+    NS_PER_DAY,
+    HeldOutcome,
+    JoinCase,
+    StoredRecord,
+    is_expired,
+    judge,
+    judge_held,
+    label_position,
+    running_clock,
+)
+
+
+@dataclass
+class Joins:
+    """One model's joins in a batch, in the order they count (``label_pos`` ascending)."""
+
+    seq: list[int] = field(default_factory=list)
+    label: list[int] = field(default_factory=list)
+    delay_ns: list[int] = field(default_factory=list)
+    label_pos: list[int] = field(default_factory=list)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        order = np.argsort(np.asarray(self.label_pos, np.int64), kind="stable")
+        return tuple(np.asarray(x, np.int64)[order] for x in
+                     (self.seq, self.label, self.delay_ns, self.label_pos))  # type: ignore[return-value]  # fmt: skip
+
+
+@dataclass
+class JoinReport:
+    """What the batch's outcomes did: joins per model, and counts by case (aggregates)."""
+
+    joins: dict[str, Joins] = field(default_factory=dict)
+    cases: dict[str, int] = field(default_factory=dict)
+
+    def count(self, case: JoinCase | str) -> None:
+        name = case.value if isinstance(case, JoinCase) else case
+        self.cases[name] = self.cases.get(name, 0) + 1
+
+
+@dataclass(frozen=True)
+class NewPrediction:
+    """A record stored by this batch: where it came, its key, sequence, position, time."""
+
+    index: int  # payload index in the batch
+    model_id: str
+    record_id: str
+    seq: int
+    model_pos: int
+    event_ns: int
+    known: bool  # a joined message: its label came with it
+
+
+def join_batch(
+    store: Store,
+    config: MonitorConfig,
+    new: Sequence[NewPrediction],
+    outcomes: pd.DataFrame,
+    payloads: Sequence[bytes | None],
+    origins: Sequence[Origin],
+    arrivals_before: dict[str, int],
+    clocks: dict[str, int],
+    now: pd.Timestamp,
+) -> tuple[JoinReport, list[DeadLetter]]:
+    """Apply the batch's outcomes (``outcomes``: position = payload index) and the held
+    outcomes its new predictions claim; updates ``clocks`` (each model's latest scoring
+    time). Returns the joins and the dead letters to write."""
+    report = JoinReport()
+    dead: list[DeadLetter] = []
+    held_n = store.held_count()
+    if not len(outcomes) and not held_n:
+        _advance_clocks(new, clocks)
+        return report, dead
+    max_delay = int(config.outcomes.max_outcome_delay_days * NS_PER_DAY)
+    hold = int(config.outcomes.orphan_hold_days * NS_PER_DAY)
+
+    # the keys in play: the outcomes' and, when outcomes are held, the new predictions'
+    keys = pd.DataFrame(
+        {"model_id": outcomes["model_id"].to_numpy(object),
+         "record_id": outcomes["record_id"].to_numpy(object)}
+    )  # fmt: skip
+    keys = keys.drop_duplicates().reset_index(drop=True)
+    keys["i"] = np.arange(len(keys))
+    found = store.stored_records(keys)
+    stored: dict[tuple[str, str], tuple[int, int, int, int | None]] = {}
+    for i, seq, pos, ev, lab in found.itertuples(index=False):
+        k = (keys.at[int(i), "model_id"], keys.at[int(i), "record_id"])
+        stored[k] = (int(seq), int(pos), int(ev), None if pd.isna(lab) else int(lab))
+    # held outcomes are few (outcomes that came before their prediction): all of them
+    held: dict[tuple[str, str], HeldOutcome] = {}
+    held_payload: dict[tuple[str, str], bytes | None] = {}
+    if held_n:
+        for r in store.held_outcomes().itertuples(index=False):
+            h = HeldOutcome(str(r.model_id), str(r.record_id), int(r.label), int(r.known_ns),
+                            None if pd.isna(r.topic) else str(r.topic),
+                            None if pd.isna(r.partition) else int(r.partition),
+                            None if pd.isna(r.offset) else int(r.offset))  # fmt: skip
+            held[(h.model_id, h.record_id)] = h
+            held_payload[(h.model_id, h.record_id)] = (
+                None if r.payload is None else bytes(r.payload)
+            )
+    stored_held = set(held)
+    new_seqs = {p.seq: p for p in new}
+
+    # the batch's events in payload order: new predictions and outcomes
+    events: list[tuple[int, int, object]] = [(p.index, 0, p) for p in new]
+    for row in outcomes.itertuples(index=False):
+        events.append((int(row.position), 1, row))
+    events.sort(key=lambda e: (e[0], e[1]))
+    models = np.array([_model_of(e) for e in events], dtype=object)
+    times = np.array([e[2].event_ns if e[1] == 0 else np.iinfo(np.int64).min for e in events],
+                     dtype=np.int64)  # fmt: skip
+    before, after = running_clock(models, times, clocks)
+    seen = dict(arrivals_before)
+    labels: dict[tuple[str, str], int] = {}
+    released: list[tuple[str, str]] = []
+
+    def add_join(model: str, seq: int, label: int, delay: int, pos: int) -> None:
+        j = report.joins.setdefault(model, Joins())
+        j.seq.append(seq)
+        j.label.append(label)
+        j.delay_ns.append(max(delay, 0))
+        j.label_pos.append(pos)
+        report.count(JoinCase.JOINED)
+
+    def letter(reason: str, index: int | None, h: HeldOutcome | None = None) -> None:
+        report.count(reason)
+        if index is not None:
+            o = origins[index]
+            dead.append(DeadLetter(reason, payloads[index], o.topic, o.partition, o.offset))
+        elif h is not None:
+            pl = held_payload.get((h.model_id, h.record_id))
+            dead.append(DeadLetter(reason, pl, h.topic, h.partition, h.offset))
+
+    for (index, kind, item), clock in zip(events, before, strict=True):
+        if kind == 0:  # a new prediction: it may claim a held outcome
+            p = item
+            seen[p.model_id] = seen.get(p.model_id, 0) + 1
+            k = (p.model_id, p.record_id)
+            h = held.pop(k, None)
+            if h is None:
+                continue
+            released.append(k)
+            if is_expired(h, int(clock), hold):
+                letter("orphan_outcome", None, h)
+                continue
+            case = judge(h.label, h.known_ns, StoredRecord(p.event_ns, None), max_delay)
+            if case is JoinCase.LATE:
+                letter(case.value, None, h)
+                continue
+            labels[k] = h.label
+            add_join(p.model_id, p.seq, h.label, h.known_ns - p.event_ns, p.model_pos)
+            continue
+        o = item
+        k = (o.model_id, o.record_id)
+        label, known_ns = int(o.label), int(pd.Timestamp(o.event_time).value)
+        st = stored.get(k)
+        visible = st is not None and (st[0] not in new_seqs or new_seqs[st[0]].index < index)
+        if k in labels and labels[k] >= 0:
+            case = JoinCase.IDENTICAL if labels[k] == label else JoinCase.CONFLICTING
+        elif visible:
+            seq, pos, ev, lab = st  # type: ignore[misc]
+            case = judge(label, known_ns, StoredRecord(ev, lab), max_delay)
+            if case is JoinCase.JOINED:
+                labels[k] = label
+                at = label_position(seen.get(o.model_id, 0), pos)
+                add_join(o.model_id, seq, label, known_ns - ev, at)
+                continue
+        else:
+            case = judge_held(label, held.get(k)) or JoinCase.HELD
+            if case is JoinCase.HELD:
+                held[k] = HeldOutcome(
+                    o.model_id, o.record_id, label, known_ns,
+                    origins[index].topic, origins[index].partition, origins[index].offset,
+                )  # fmt: skip
+                held_payload[k] = payloads[index]
+                report.count(case)
+                continue
+        if case is JoinCase.IDENTICAL:
+            report.count(case)
+        else:
+            letter(case.value, index)
+    clocks.update(after)
+
+    # held outcomes whose hold ran out by the end of the batch (their model's clock) are
+    # dead-lettered; the batch's new ones not claimed in it are stored
+    lo = np.iinfo(np.int64).min
+    keep, expired = [], []
+    for h in held.values():
+        (expired if is_expired(h, clocks.get(h.model_id, lo), hold) else keep).append(h)
+    for h in expired:
+        letter("orphan_outcome", None, h)
+    store.release_held(
+        [k for k in released if k in stored_held]
+        + [(h.model_id, h.record_id) for h in expired if (h.model_id, h.record_id) in stored_held]
+    )
+    store.hold_outcomes(
+        [(h.model_id, h.record_id, h.label, pd.Timestamp(h.known_ns, tz="UTC"), h.topic,
+          h.partition, h.offset, held_payload.get((h.model_id, h.record_id)))
+         for h in keep if (h.model_id, h.record_id) not in stored_held],
+        now,
+    )  # fmt: skip
+    for j in report.joins.values():
+        seq, label, delay, pos = j.arrays()
+        store.write_joins(pd.DataFrame({
+            "seq": seq, "label": label,
+            "outcome_time": pd.to_datetime(_event_ns(new_seqs, found, seq) + delay, utc=True),
+            "label_pos": pos,
+        }))  # fmt: skip
+    return report, dead
+
+
+def _model_of(event: tuple[int, int, object]) -> str:
+    return event[2].model_id  # type: ignore[attr-defined]
+
+
+def _advance_clocks(new: Sequence[NewPrediction], clocks: dict[str, int]) -> None:
+    for p in new:
+        if p.event_ns > clocks.get(p.model_id, np.iinfo(np.int64).min):
+            clocks[p.model_id] = p.event_ns
+
+
+def _event_ns(
+    new_seqs: dict[int, NewPrediction], found: pd.DataFrame, seqs: np.ndarray
+) -> np.ndarray:
+    """The scoring time of each joined record (by seq)."""
+    by_seq = {int(s): int(e) for s, e in zip(found["seq"], found["event_ns"], strict=True)}
+    by_seq.update({s: p.event_ns for s, p in new_seqs.items()})
+    return np.array([by_seq[int(s)] for s in seqs], dtype=np.int64)
