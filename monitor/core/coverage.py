@@ -132,6 +132,8 @@ class GroupCoverage:
     predictions: int
     with_outcome: int
     delay_counts: tuple[int, ...] = ()
+    #: upper edges (days) of the delay histogram's bins (default: DELAY_EDGES_DAYS)
+    delay_edges: tuple[float, ...] = DELAY_EDGES_DAYS
 
     @property
     def coverage(self) -> float | None:
@@ -141,7 +143,19 @@ class GroupCoverage:
     def median_delay_days(self) -> float | None:
         if not self.delay_counts:
             return None
-        return median_delay(self.delay_counts)
+        return median_delay(self.delay_counts, self.delay_edges)
+
+
+def daily_edges(bins: int) -> tuple[float, ...]:
+    """Upper edges of a histogram of whole days (bin d: d days; the last bin open), as the
+    stream's windows keep it (monitor.stream.window.GroupCoverage.delay_days).
+
+    >>> daily_edges(4)
+    (1.0, 2.0, 3.0, inf)
+    """
+    if bins < 1:
+        raise ValueError("at least one bin")
+    return (*(float(d) for d in range(1, bins)), math.inf)
 
 
 def coverage_gap(
