@@ -46,6 +46,8 @@ TIER_MARK = {
     "Pending": "?",
 }
 DEFAULT_SCENARIO = "group_score_shift"
+#: the cell the default scenario's model update flips (DI by sex of the updated model)
+PLANTED_CELL = ("los-xgb-discharge", "DI", "sex")
 
 
 @dataclass(frozen=True)
@@ -296,6 +298,63 @@ def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout)
     return 0
 
 
+def _outcome_lines(
+    service: Any, cells: list[CellEvaluation], opts: DemoOptions, events: list[CellEvent]
+) -> list[str]:
+    """With ``--outcomes``: how the feed was sent, when the planted DI flip was confirmed
+    (in stream time: the time of the window's last message), and what the label-based
+    cells rest on (issue 23)."""
+    from monitor.core.coverage import needs_outcome
+
+    if opts.outcomes == "none":
+        return []
+    how = {
+        "joined": "scored at admission, sent with the outcome at discharge",
+        "delayed": "predictions at admission, outcomes at discharge",
+    }[opts.outcomes]
+    if opts.outcome_bias is not None:
+        how += f"; {opts.outcome_bias.describe()}"
+    lines = [f"  outcomes: {how}"]
+    cur = service.store.cursor()
+    try:
+        times = queries.evaluation_times(cur)
+    finally:
+        cur.close()
+    planted = next(
+        (e for e in events if e.kind == "verdict_flip" and e.direction == "pass_to_fail"
+         and (e.model_id, e.metric, e.attribute) == PLANTED_CELL),
+        None,
+    )  # fmt: skip
+    if planted is not None:
+        at = times.get((planted.model_id, planted.evaluation))
+        lines.append(
+            f"  planted DI x sex flip of {planted.model_id} confirmed at evaluation "
+            f"{planted.evaluation}, stream time {'n/a' if at is None else str(at)[:16]}"
+        )
+    label = [c for c in cells if needs_outcome(c.result.metric) and c.with_outcome is not None]
+    if opts.outcomes == "delayed" and label:
+        c = label[0]
+        lines.append(
+            f"  label-based cells wait for outcomes: they rest on the window's predictions "
+            f"with an outcome (e.g. {c.result.model_id}: {c.with_outcome:,} of "
+            f"{c.predictions:,}); DI and SPD on every prediction"
+        )
+        waiting = sorted({(c.result.model_id, c.result.attribute) for c in label
+                          if c.coverage_reason})  # fmt: skip
+        for model, attr in waiting:
+            ac = next(c.outcome_coverage for c in label
+                      if (c.result.model_id, c.result.attribute) == (model, attr))  # fmt: skip
+            shown = ", ".join(
+                f"{g.group} {'<11' if g.coverage is None else f'{g.coverage:.2f}'}"
+                for g in ac.groups  # type: ignore[union-attr]
+            )
+            lines.append(
+                f"  {model} x {attr}: outcomes incomplete (coverage gap {ac.gap:.2f}; "  # type: ignore[union-attr]
+                f"coverage {shown})"
+            )
+    return lines
+
+
 def _oldest(stream: ScoredStream) -> pd.Timestamp:
     """The stream's oldest message time (an admission, when the stream has them)."""
     col = "admitted_at" if "admitted_at" in stream.frame else "event_time"
@@ -453,6 +512,7 @@ def _summary(
             if len(noisy) > 8
             else []
         ),
+        *_outcome_lines(service, cells, opts, events),
         "  final grid (dominant verdict / tier; '~' = VFR above tau):",
         *tier_grid(cells, cfg, models),
     ]
