@@ -27,6 +27,8 @@ FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 #: Panel geometry in points: plot area, margins, legend line height.
 PANEL_W, PANEL_H = 190.0, 105.0
 LEFT, TOP, GAP_X, LEGEND_LINE = 34.0, 26.0, 150.0, 10.0
+#: Panels per row (attributes beyond wrap to the next row).
+COLUMNS = 2
 
 
 def _esc(text: str) -> str:
@@ -76,8 +78,9 @@ def _panel(
     x0: float,
     prefix: str,
 ) -> list[str]:
-    """One attribute's panel at horizontal offset ``x0``: axes, a line per group, the
-    latest gap in the title and a legend naming each group with its latest coverage."""
+    """One attribute's panel at horizontal offset ``x0`` (placed by the caller's
+    ``<g transform>``): axes, a line per group, the latest gap in the title and a legend
+    naming each group with its latest coverage."""
     times = [p.at.timestamp() for p in points if p.at is not None]
     t0, t1 = min(times), max(times)
     span = (t1 - t0) or 1.0
@@ -152,12 +155,16 @@ def coverage_over_time(
     name = f"coverage-{_slug(model.model_id)}"
     panel_w = LEFT + PANEL_W + GAP_X
     n_groups = max(len(p.groups) for ps in by_attr.values() for p in ps)
-    height = TOP + max(PANEL_H, 4 + n_groups * LEGEND_LINE) + 16
-    width = panel_w * len(by_attr)
+    panel_h = TOP + max(PANEL_H, 4 + n_groups * LEGEND_LINE) + 16
+    cols = min(COLUMNS, len(by_attr))
+    rows = -(-len(by_attr) // cols)
+    width, height = panel_w * cols, panel_h * rows
     label = f"Outcome coverage per group over time, {model.model_id}"
     body: list[str] = []
     for k, (attr, points) in enumerate(by_attr.items()):
-        body += _panel(attr, points, group_labels.get(attr, {}), k * panel_w, name)
+        body.append(f'<g transform="translate(0 {_fmt((k // cols) * panel_h)})">')
+        body += _panel(attr, points, group_labels.get(attr, {}), (k % cols) * panel_w, name)
+        body.append("</g>")
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_fmt(width)}pt" '
         f'height="{_fmt(height)}pt" viewBox="0 0 {_fmt(width)} {_fmt(height)}" role="img" '
