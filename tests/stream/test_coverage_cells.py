@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 
 from consumers.base import Origin
+from monitor.bench.outcome_lead import label_cells
 from monitor.config import config_from_mapping
 from monitor.core.coverage import OUTCOMES_INCOMPLETE
 from monitor.report.render import render_report
@@ -50,7 +51,8 @@ def _stream(n: int, biased: bool, joined: bool = False) -> list[bytes]:
 
 
 def _run(tmp_path, payloads: list[bytes]) -> tuple[list[dict], str, str]:
-    """(/api/cells, /metrics text, the report page) after the stream."""
+    """(/api/cells, /metrics text, the report page) after the stream (the DuckDB file
+    stays at ``tmp_path / "svc.duckdb"``)."""
     service = MonitorService(
         CFG, db_path=str(tmp_path / "svc.duckdb"), http_port=0, start_scheduler=False
     )
@@ -76,8 +78,13 @@ def _run(tmp_path, payloads: list[bytes]) -> tuple[list[dict], str, str]:
 
 
 @pytest.fixture(scope="module")
-def biased(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("biased"), _stream(3000, biased=True))
+def biased_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("biased")
+
+
+@pytest.fixture(scope="module")
+def biased(biased_dir):
+    return _run(biased_dir, _stream(3000, biased=True))
 
 
 def _cell(cells: list[dict], metric: str, attribute: str) -> dict:
@@ -127,3 +134,18 @@ def test_a_stream_of_joined_records_carries_no_coverage(tmp_path):
     assert cells and all(c["outcome_coverage"] is None for c in cells)
     assert "vfr_outcome_coverage_ratio{" not in metrics
     assert 'id="fig-coverage-' not in page
+
+
+def test_the_bench_reads_the_label_cells_back_from_the_file(biased, biased_dir):
+    """monitor.bench.outcome_lead reads what the service wrote: the same figures as the API."""
+    cells, _, _ = biased
+    rows = {r["cell"]: r for r in label_cells(biased_dir / "svc.duckdb", "model-00")}
+    api = _cell(cells, "EOPP", "race")
+    row = rows["EOPP x race"]
+    assert (
+        row["reason"] == OUTCOMES_INCOMPLETE
+        and row["coverage_gap"] == api["outcome_coverage"]["gap"]
+    )
+    assert (row["predictions"], row["with_outcome"]) == (api["predictions"], api["with_outcome"])
+    assert row["with_outcome"] < row["predictions"]
+    assert "DI x race" not in rows  # label-free
