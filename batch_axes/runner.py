@@ -8,6 +8,7 @@ frames, count tables) meets the axes, and where the axes meet the tiers.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -33,8 +34,9 @@ from batch_axes.mppd import (
 from monitor.config import MonitorConfig
 from monitor.core.axis1 import CellResult
 from monitor.core.counts import CountTable
+from monitor.core.outcome_split import split_rules, split_tables_from_frame
 from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
-from monitor.core.tables import group_index
+from monitor.core.tables import group_index, tables_from_frame
 from monitor.core.tiers import cell_tier
 
 Tables = Mapping[tuple[str, str], CountTable]
@@ -46,6 +48,39 @@ def run_axis2(tables: Tables, config: MonitorConfig) -> list[Axis2Cell]:
         tables, config.metrics, sizes=a.sizes, R=a.R, cv_cutoff=a.cv_cutoff, n_field=a.n_field,
         min_group_support=config.axis1.min_group_support, seed=config.axis1.seed,
     )  # fmt: skip
+
+
+def run_axis2_split(records: pd.DataFrame, config: MonitorConfig) -> list[Axis2Cell]:
+    """Axis 2 of a cohort of predictions (issue 23): label-free metrics on every record,
+    label-based ones on the records whose outcome has arrived (label -1: not yet). A
+    cohort whose every outcome is in is one run, as before predictions came alone (a
+    joint subsample of every cell gives each metric the same draw either way)."""
+    if (records["label"].to_numpy(np.int64) >= 0).all():
+        return run_axis2(tables_from_frame(records, config), config)
+    free_tables, joined_tables = split_tables_from_frame(records, config)
+    free, labelled = split_rules(config.metrics)
+    a = config.axis2
+    kw = dict(sizes=a.sizes, R=a.R, cv_cutoff=a.cv_cutoff, n_field=a.n_field,
+              min_group_support=config.axis1.min_group_support, seed=config.axis1.seed)  # fmt: skip
+    cells = axis2(free_tables, free, **kw) if free else []
+    return cells + (axis2(joined_tables, labelled, **kw) if labelled else [])
+
+
+def run_axis3_split(model_id: str, records: pd.DataFrame, config: MonitorConfig) -> Axis3Result:
+    """Axis 3 of a cohort of predictions (issue 23): the label-free metrics' agreement on
+    every record (label taken as 0, unused by them), the label-based metrics' on the
+    records with an outcome; the result's cohort figures are those of every record."""
+    known = records["label"].to_numpy(np.int64) >= 0
+    if known.all():
+        return run_axis3(model_id, records, config)
+    free, labelled = split_rules(config.metrics)
+    base = run_axis3(model_id, records.assign(label=0), config.model_copy(update={"metrics": free}))
+    if not labelled or not known.any():
+        return base
+    part = run_axis3(
+        model_id, records[known], config.model_copy(update={"metrics": labelled})
+    )
+    return replace(base, metrics=base.metrics + part.metrics, cells=base.cells + part.cells)
 
 
 def run_axis3(model_id: str, records: pd.DataFrame, config: MonitorConfig) -> Axis3Result:

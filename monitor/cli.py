@@ -42,6 +42,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         out = run_ingest_bench(
             events=args.events, bootstrap=args.bootstrap, max_batch=args.max_batch,
             config=None if args.config is None else cfg, evaluations=not args.no_evaluations,
+            two_kinds=args.two_kinds,
         )  # fmt: skip
     elif args.what == "axes":
         from monitor.bench.axes import run_axes_bench
@@ -561,6 +562,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--no-evaluations", action="store_true",
         help="ingest: hop evaluations off, to time the ingest path alone",
+    )  # fmt: skip
+    b.add_argument(
+        "--two-kinds", action="store_true",
+        help="ingest: predictions and their outcomes as separate messages, interleaved",
     )  # fmt: skip
     b.add_argument("--db", default=None, help="alerts: a demo DuckDB file (default: run it)")
     b.add_argument(

@@ -117,7 +117,26 @@ class _CountingSink:
             self.duckdb_mb.append((self.seen, self.pipeline.store.memory_mb()))
 
 
-def _sink_alone(cfg: MonitorConfig, frame, max_batch: int, limit: int = 200_000) -> dict:
+def two_kind_messages(records: list[dict], lag: int) -> list[dict]:
+    """Each scored record as its prediction and, ``lag`` records later, its outcome (issue
+    23): the interleaving of a feed whose labels come days after scoring."""
+    out: list[dict] = []
+    for i, rec in enumerate(records):
+        out.append({**{k: v for k, v in rec.items() if k != "label"}, "kind": "prediction"})
+        if i >= lag:
+            out.append(_outcome_of(records[i - lag]))
+    out.extend(_outcome_of(r) for r in records[max(len(records) - lag, 0) :])
+    return out
+
+
+def _outcome_of(rec: dict) -> dict:
+    return {"kind": "outcome", "model_id": rec["model_id"], "record_id": rec["record_id"],
+            "label": int(rec["label"]), "event_time": "2026-11-02T00:00:00Z"}  # fmt: skip
+
+
+def _sink_alone(
+    cfg: MonitorConfig, messages: list[dict], max_batch: int, limit: int = 200_000
+) -> dict:
     """The same pipeline fed the same payloads without Kafka: wall and CPU per record.
 
     Why: ``raw_us + sink_alone_us`` is what the pipeline would take if reading and
@@ -126,7 +145,7 @@ def _sink_alone(cfg: MonitorConfig, frame, max_batch: int, limit: int = 200_000)
     records in Python, so the two threads share one GIL). The first ``limit`` records
     only, in a fresh file, partitions keyed by model as the producer keys them.
     """
-    records = frame.head(limit).to_dict("records")
+    records = messages[:limit]
     payloads = [encode_record(r) for r in records]
     parts = {m: i % 3 for i, m in enumerate(sorted({r["model_id"] for r in records}))}
     origins = [Origin("sink-alone", parts[r["model_id"]], i) for i, r in enumerate(records)]
@@ -151,6 +170,7 @@ def run_ingest_bench(
     config: MonitorConfig | None = None,
     max_batch: int = 5000,
     evaluations: bool = True,
+    two_kinds: bool = False,
 ) -> dict:
     """Raw kafka-python consumption against the whole pipeline on the same events.
 
@@ -161,7 +181,7 @@ def run_ingest_bench(
     """
     if bootstrap is None:
         with local_broker() as b:
-            return run_ingest_bench(events, models, b, config, max_batch, evaluations)
+            return run_ingest_bench(events, models, b, config, max_batch, evaluations, two_kinds)
     cfg = config or config_from_mapping(
         {"window": {"size": 10_000, "hop_records": 1_000, "hop_seconds": 0}}
     )
@@ -171,14 +191,18 @@ def run_ingest_bench(
         cfg = cfg.model_copy(update={"window": window})
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     ensure_topic(bootstrap, topic, partitions=3)
-    per_model = max(1, events // models)
+    # two kinds: each record is two messages (its prediction, and its outcome later)
+    per_model = max(1, events // models // (2 if two_kinds else 1))
     frame = synthetic_window(per_model, models=models, seed=1, config=cfg).drop(
         columns=["decision"]
     )
     frame["event_time"] = "2026-11-01T00:00:00Z"
     frame = frame.sample(frac=1.0, random_state=2)  # models interleave in the topic
+    messages = frame.to_dict("records")
+    if two_kinds:
+        messages = two_kind_messages(messages, lag=min(5 * max_batch, len(messages)))
     t0 = time.perf_counter()
-    n = produce_records(bootstrap, topic, frame.to_dict("records"))
+    n = produce_records(bootstrap, topic, messages)
     produce_s = time.perf_counter() - t0
 
     c0 = time.process_time()
@@ -218,7 +242,7 @@ def run_ingest_bench(
         )
         store.close()
     samples.append((n, _rss_mb()))
-    alone = _sink_alone(cfg, frame, max_batch)
+    alone = _sink_alone(cfg, messages, max_batch)
     serial_us = raw_s / n * 1e6 + alone["sink_alone_us"]
     stage_us = stats.per_record_us()
     first = [r for k, r in samples if k <= n / 4] or [samples[0][1]]
@@ -233,6 +257,7 @@ def run_ingest_bench(
         "models": models,
         "max_batch": max_batch,
         "evaluations_enabled": evaluations,
+        "two_kinds": two_kinds,
         "hop_records": cfg.window.hop_records if evaluations else None,
         "evaluations": n_evaluations,
         "produce_eps": round(n / produce_s),

@@ -25,7 +25,7 @@ import pandas as pd
 
 from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import EquiLenseResult
-from batch_axes.runner import run_axis2, run_axis3, run_equilense
+from batch_axes.runner import run_axis2_split, run_axis3_split, run_equilense
 from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.core.drift import DriftBook, ModelHealth
@@ -352,12 +352,11 @@ class MonitorService:
             cursor.close()
 
     def job_axis2(self) -> None:
-        self._for_each_model(
-            "axis2", lambda m, f: tuple(run_axis2(tables_from_frame(f, self.config), self.config))
-        )
+        # issue 23: label-based metrics on the cohort's records with an outcome only
+        self._for_each_model("axis2", lambda m, f: tuple(run_axis2_split(f, self.config)))
 
     def job_axis3(self) -> None:
-        self._for_each_model("axis3", lambda m, f: run_axis3(m, f, self.config))
+        self._for_each_model("axis3", lambda m, f: run_axis3_split(m, f, self.config))
 
     def job_equilense(self) -> None:
         names = tuple(self.config.equilense.features)
@@ -372,6 +371,10 @@ class MonitorService:
                 features = np.asarray(rows, dtype=np.float64).reshape(len(frame), len(names))
                 keep = np.isfinite(features).all(axis=1)
                 frame, features = frame[keep], features[keep]
+            # issue 23: its group metrics need the label: the records with an outcome
+            known = frame["label"].to_numpy(np.int64) >= 0
+            if not known.all():
+                frame, features = frame[known], None if features is None else features[known]
             tables = tables_from_frame(frame, self.config)
             return run_equilense(frame, features, names, tables, self.config)
 

@@ -14,6 +14,12 @@ parses but holds a bad record also takes the per-message path (see
 The per-message path (``validate_record`` in :mod:`monitor.stream.schema`) is the
 oracle of both functions here (tests/stream/test_columnar.py).
 
+Predictions and outcomes (issue 23): :func:`split_kinds` sets a batch's outcome messages
+apart; the rest (predictions and joined records) is judged here, a prediction's label by
+its own rule, and the outcomes per message by the per-message path's function
+(``validate_outcome_records``: an outcome's fields are few, and "field present but null"
+is an ``unexpected_field`` the bulk parse cannot tell from "field absent").
+
 Rules are one per field, in :func:`field_rules`, in the order :func:`validate_frame`
 checks them (the first fault of a record is its reason). A new per-field rule goes
 into both paths: into ``validate_frame`` (the oracle) and into the rule of its field here;
@@ -90,8 +96,8 @@ def parse_payloads(payloads: Sequence[bytes | None], config: MonitorConfig) -> p
     known = set(REQUIRED) | set(OPTIONAL) | {a.name for a in config.attributes}
     if not known.issuperset(table.column_names):  # unexpected_field: the per-message path
         return None
-    if "kind" in table.column_names:  # predictions and outcomes (issue 23): per message
-        return None
+    if "kind" in table.column_names and not pa.types.is_string(table.column("kind").type):
+        return None  # a kind that is not a string: the per-message path says why
     return table
 
 
@@ -248,15 +254,58 @@ def field_rules(config: MonitorConfig) -> tuple[FieldRule, ...]:
     )
 
 
-def validate_table(table: pa.Table, config: MonitorConfig) -> ColumnarResult | None:
-    """Every row of a parsed batch judged by the field rules; None when a column is of a
-    type these rules do not judge exactly (the per-message path then decides)."""
+def split_kinds(table: pa.Table) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
+    """(the rows that are not outcomes, their batch positions, the outcome positions) of a
+    parsed batch (issue 23); None when a ``kind`` is neither absent, "prediction" nor
+    "outcome" (the per-message path gives ``invalid:kind``)."""
     n = table.num_rows
+    if "kind" not in table.column_names:
+        return table, np.arange(n), np.zeros(0, np.int64)
+    kind = table.column("kind")
+    known = pc.is_in(kind, value_set=pa.array(["prediction", "outcome"]))
+    if not _mask(pc.or_(known, kind.is_null())).all():
+        return None
+    outcome = _mask(pc.equal(kind, "outcome"))
+    rest = np.flatnonzero(~outcome)
+    return table.filter(pa.array(~outcome)), rest, np.flatnonzero(outcome)
+
+
+def _label_rule_of(prediction: np.ndarray) -> Callable:
+    """The label rule of a batch holding predictions: a prediction has no label (-1)."""
+
+    def rule(col: pa.ChunkedArray, name: str, config: MonitorConfig) -> Any:
+        ok, label = _binary(col)
+        given = ~_null(col)
+        faults = [
+            (prediction & given, "unexpected_field:label"),
+            (~prediction & ~given, "missing:label"),
+            (~prediction & ~ok, "out_of_range:label"),
+        ]
+        return faults, np.where(prediction, -1, label)
+
+    return rule
+
+
+def validate_table(
+    table: pa.Table, config: MonitorConfig, positions: np.ndarray | None = None
+) -> ColumnarResult | None:
+    """Every row of a parsed batch judged by the field rules; None when a column is of a
+    type these rules do not judge exactly (the per-message path then decides).
+    ``positions``: each row's index in the batch (default: the row number), for a table of
+    the batch's predictions without its outcomes (:func:`split_kinds`)."""
+    n = table.num_rows
+    rules = field_rules(config)
+    if "kind" in table.column_names:  # "prediction" or null here (split_kinds)
+        prediction = _mask(pc.equal(table.column("kind"), "prediction"))
+        rules = tuple(
+            FieldRule(r.field, _label_rule_of(prediction)) if r.field == "label" else r
+            for r in rules
+        )
     reason = np.full(n, None, dtype=object)
     free = np.ones(n, dtype=bool)
     out: dict[str, Any] = {}
     try:
-        for rule in field_rules(config):
+        for rule in rules:
             if rule.field in table.column_names:
                 col = table.column(rule.field)
             else:
@@ -275,8 +324,9 @@ def validate_table(table: pa.Table, config: MonitorConfig) -> ColumnarResult | N
     thresholds = decision_thresholds(_object_columns(out, config), config)
     derived = (out["score"] >= thresholds).astype(np.int64)
     decision = np.where(given, decision, derived)
+    pos = np.arange(n) if positions is None else np.asarray(positions, dtype=np.int64)
     columns = {
-        "position": pa.array(np.arange(n)),
+        "position": pa.array(pos),
         "record_id": _as_string(out["record_id"]),
         "model_id": _as_string(out["model_id"]),
         "event_time": out["event_time"],
@@ -287,7 +337,7 @@ def validate_table(table: pa.Table, config: MonitorConfig) -> ColumnarResult | N
         **{a.name: _as_string(out[a.name]) for a in config.attributes},
     }
     valid = pa.table(columns).filter(pa.array(free))
-    rejected = [Rejection(int(i), str(reason[i])) for i in np.flatnonzero(~free)]
+    rejected = [Rejection(int(pos[i]), str(reason[i])) for i in np.flatnonzero(~free)]
     return ColumnarResult(valid, rejected)
 
 

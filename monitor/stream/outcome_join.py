@@ -118,7 +118,7 @@ def join_batch(
                             None if pd.isna(r.offset) else int(r.offset))  # fmt: skip
             held[(h.model_id, h.record_id)] = h
             held_payload[(h.model_id, h.record_id)] = (
-                None if r.payload is None else bytes(r.payload)
+                bytes(r.payload) if isinstance(r.payload, bytes | bytearray | memoryview) else None
             )
     stored_held = set(held)
     new_seqs = {p.seq: p for p in new}

@@ -45,13 +45,13 @@ from monitor.store import DeadLetter, Store
 from monitor.stream import eval_worker
 from monitor.stream.admission import admission_reasons, admit
 from monitor.stream.axis_payloads import axis_result
-from monitor.stream.columnar import parse_payloads, validate_table
+from monitor.stream.columnar import parse_payloads, split_kinds, validate_table
 from monitor.stream.coverage_cells import with_coverage
 from monitor.stream.model_state import ModelState, ModelView
 from monitor.stream.outcome_join import Joins, NewPrediction, join_batch
 from monitor.stream.ownership import Partition, PartitionOwnership
 from monitor.stream.publication import WindowCounts, published_events
-from monitor.stream.schema import Rejection, validate_records
+from monitor.stream.schema import Rejection, validate_outcome_records, validate_records
 from monitor.stream.window import ModelWindow, RecordBatch, WindowCoverage
 
 log = logging.getLogger(__name__)
@@ -490,7 +490,20 @@ class Pipeline:
             if table is None:
                 return None
             with self.stats.stage("validate"):
-                checked = validate_table(table, self.config)
+                split = split_kinds(table)
+                if split is None:
+                    return None
+                rest, rest_pos, out_pos = split
+                checked = validate_table(rest, self.config, rest_pos)
+                outs = None
+                if len(out_pos) and checked is not None:
+                    # outcomes are judged per message, by the per-message path's function
+                    # (a token orjson refuses, in a column only outcomes fill: that path)
+                    try:
+                        decoded = [orjson.loads(payloads[int(i)]) for i in out_pos]
+                    except (orjson.JSONDecodeError, RecursionError):
+                        return None
+                    outs = validate_outcome_records(decoded, out_pos, self.config)
         except Exception as exc:
             # never a failed batch (the source would redeliver it for ever): the per-message
             # path, the reference, decides; counted, and logged by type only (no values)
@@ -508,6 +521,11 @@ class Pipeline:
             refused = reason != None  # noqa: E711 (elementwise)
             positions = valid["position"].to_numpy()
             rejected = checked.rejected
+            outcomes = None
+            if outs is not None:
+                rejected = sorted(rejected + outs.rejected, key=lambda r: r.index)
+                if len(outs.outcomes):
+                    outcomes = self._admit_outcomes(outs.outcomes, np.arange(len(payloads)), now)
             if refused.any():
                 rejected = rejected + [
                     Rejection(int(positions[i]), str(reason[i])) for i in np.flatnonzero(refused)
@@ -515,10 +533,11 @@ class Pipeline:
                 valid = valid.filter(pa.array(~refused))
                 positions = positions[~refused]
         dead = []
-        for r in rejected:  # validation faults by position, then admission refusals
+        # validation faults by position, then admission refusals, then the outcomes' ones
+        for r in rejected + ([] if outcomes is None else outcomes.attrs.pop("refused")):
             o = origins[r.index]
             dead.append(DeadLetter(r.reason, payloads[r.index], o.topic, o.partition, o.offset))
-        return _Checked(self.store.rows_table(valid), positions, dead)
+        return _Checked(self.store.rows_table(valid), positions, dead, outcomes)
 
     def ingest_batch(self, payloads: Sequence[bytes | None], origins: Sequence[Origin]) -> None:
         """The Sink call: when it returns, the batch and its effects are durable."""
@@ -597,6 +616,10 @@ class Pipeline:
             outcomes = _NO_OUTCOMES
         if not len(outcomes) and not len(new):
             return {}
+        if not len(outcomes) and not self.store.held_count():
+            # the usual batch of scored discharges: only the models' clocks move
+            self._advance_clocks(rows["model_id"], new.event_time)
+            return {}
         models = rows["model_id"].to_numpy(zero_copy_only=False)
         records = rows["record_id"].to_numpy(zero_copy_only=False)
         before = {m: ms.window.arrivals for m, ms in self._models.items()}
@@ -619,6 +642,17 @@ class Pipeline:
             report.rejected[reason] = report.rejected.get(reason, 0) + k
         report.outcomes = dict(result.cases)
         return result.joins
+
+    def _advance_clocks(self, models: pa.ChunkedArray | pa.Array, times: np.ndarray) -> None:
+        """Each model's clock to the latest scoring time among ``times`` (column-wise)."""
+        enc = pa.chunked_array([models]) if isinstance(models, pa.Array) else models
+        enc = enc.combine_chunks().dictionary_encode()
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        latest = np.full(len(enc.dictionary), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(latest, codes, times)
+        for name, t in zip(enc.dictionary.to_pylist(), latest.tolist(), strict=True):
+            if t > self._clocks.get(name, np.iinfo(np.int64).min):
+                self._clocks[name] = t
 
     def forget_partitions(self, partitions: Collection[Partition]) -> list[str]:
         """Drop the models last seen on ``partitions`` (revoked from this instance) from
@@ -824,7 +858,7 @@ class Pipeline:
         enc = pa.chunked_array([models]) if isinstance(models, pa.Array) else models
         enc = enc.combine_chunks().dictionary_encode()
         names = enc.dictionary.to_pylist()
-        todo = {m: _JoinCursor(j.arrays()) for m, j in joins.items() if m in self._models}
+        todo = {m: _JoinCursor(j.arrays()) for m, j in joins.items()}
         codes = enc.indices.to_numpy(zero_copy_only=False)
         order = np.argsort(codes, kind="stable")
         ends = np.cumsum(np.bincount(codes, minlength=len(names)))
@@ -864,6 +898,8 @@ class Pipeline:
                 cursor.apply(w, None)
             touched.add(model_id)
         for model_id, cursor in todo.items():  # outcomes only: no hop point moves
+            if model_id not in self._models:  # not held here (its partition revoked)
+                continue
             cursor.apply(self._models[model_id].window, None)
             touched.add(model_id)
         return submitted, touched

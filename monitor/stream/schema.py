@@ -486,22 +486,34 @@ def validate_records(
     return ValidationResult(valid=result.valid[keep].reset_index(drop=True), rejected=rejected)
 
 
+def validate_outcome_records(
+    records: Sequence[Any], positions: Sequence[int], config: MonitorConfig
+) -> ValidationResult:
+    """Outcome messages (decoded, each with its batch position): a field an outcome does
+    not have is ``unexpected_field``, the rest :func:`validate_outcome_frame`. The one
+    judgement of outcomes, for both ingest paths."""
+    known = set(OUTCOME_FIELDS)
+    pre = [Rejection(int(p), "unexpected_field")
+           for r, p in zip(records, positions, strict=True) if not known.issuperset(r)]  # fmt: skip
+    ok = [(r, int(p)) for r, p in zip(records, positions, strict=True) if known.issuperset(r)]
+    if not ok:
+        return ValidationResult(_no_outcomes().iloc[0:0], sorted(pre, key=lambda r: r.index))
+    frame = pd.DataFrame([r for r, _ in ok], index=range(len(ok)))
+    frame["position"] = np.asarray([p for _, p in ok], dtype=np.int64)
+    outs = validate_outcome_frame(frame, config)
+    rejected = sorted(pre + outs.rejected, key=lambda r: r.index)
+    return ValidationResult(outs.valid, rejected, outs.outcomes)
+
+
 def _validate_mixed(records: Sequence[Any], config: MonitorConfig) -> ValidationResult:
     """A batch with outcome messages: outcomes and the rest validated apart, positions kept."""
     is_out = np.fromiter(map(_is_outcome, records), bool, len(records))
     rest = [r for r, o in zip(records, is_out, strict=True) if not o]
     where = np.flatnonzero(~is_out)
     main = validate_records(rest, config) if rest else None
-    known = set(OUTCOME_FIELDS)
     out_pos = np.flatnonzero(is_out)
-    pre = [
-        Rejection(int(i), "unexpected_field") for i in out_pos if not known.issuperset(records[i])
-    ]
-    ok_pos = [int(i) for i in out_pos if known.issuperset(records[i])]
-    frame = pd.DataFrame([records[i] for i in ok_pos], index=range(len(ok_pos)))
-    frame["position"] = np.asarray(ok_pos, dtype=np.int64)
-    outs = validate_outcome_frame(frame, config)
-    rejected = pre + outs.rejected
+    outs = validate_outcome_records([records[i] for i in out_pos], out_pos, config)
+    rejected = list(outs.rejected)
     if main is None:
         return ValidationResult(_empty_valid(config), sorted(rejected, key=lambda r: r.index),
                                 outs.outcomes)  # fmt: skip

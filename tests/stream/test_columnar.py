@@ -349,7 +349,30 @@ def _stream_record(draw) -> bytes:
         rec["decision"] = draw(st.sampled_from([0, 1]))
     if rec.get("hospital_id") is None and draw(st.booleans()):
         rec.pop("hospital_id", None)
-    return orjson.dumps(rec)
+    return orjson.dumps(_two_kinds(draw, rec))
+
+
+def _two_kinds(draw, rec: dict) -> dict:
+    """Issue 23: the record as it is (joined), as a prediction or as an outcome, now and
+    then with a fault of the two kinds (a labelled prediction, an outcome with another
+    field or a bad label, an unknown kind)."""
+    form = draw(st.integers(0, 6))
+    if form <= 2:
+        return rec
+    if form == 3:
+        return {**{k: v for k, v in rec.items() if k != "label"}, "kind": "prediction"}
+    out = {"kind": "outcome", "model_id": rec["model_id"], "record_id": rec["record_id"],
+           "label": rec["label"], "event_time": rec["event_time"]}  # fmt: skip
+    if form == 4:
+        return out
+    fault = draw(st.integers(0, 3))
+    if fault == 0:
+        return {**rec, "kind": "prediction"}  # a prediction with its label
+    if fault == 1:
+        return {**out, "score": rec["score"]}
+    if fault == 2:
+        return {**out, "label": draw(st.sampled_from([2, None, "1"]))}
+    return {**rec, "kind": draw(st.sampled_from(["forecast", 3]))}
 
 
 def _feed(pipe: Pipeline, batches: list[list[bytes]]) -> None:
@@ -365,7 +388,7 @@ def _tables(store: Store) -> dict[str, pd.DataFrame]:
     return {
         t: c.execute(f"SELECT * FROM {t} ORDER BY ALL").df()
         for t in ("discharges", "dead_letters", "window_results", "cell_state", "model_state",
-                  "events")
+                  "events", "held_outcomes")
     }  # fmt: skip
 
 
@@ -395,6 +418,7 @@ def _assert_same(fast, slow) -> None:
     for m in fp.owned_models():  # the windows themselves (no read method shows them)
         w, other = fp._models[m].window, sp._models[m].window
         assert w.table_map() == other.table_map()
+        assert w.prediction_tables() == other.prediction_tables()
         assert w.seqs().tolist() == other.seqs().tolist()
     assert sp.stats.per_message_batches == sp.stats.batches
     assert fp.stats.columnar_errors == 0
