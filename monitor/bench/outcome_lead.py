@@ -34,24 +34,35 @@ from monitor.core.coverage import needs_outcome
 from monitor.store import queries
 
 PLANTED = ("los-xgb-discharge", "DI", "sex")
+#: when the planted update starts to act (monitor.data.cohort.DRIFT_START)
+UPDATE_START = "2026-07-01T00:00:00Z"
+#: the metrics whose flips are compared (label-free first)
+METRICS = ("DI", "SPD", "EOPP", "EOD", "PP", "CAL", "TI")
 
 #: runs the headless demo: (outcomes mode, outcome bias text or None, out dir) -> DuckDB file
 DemoRunner = Callable[[str, str | None, str], str]
 
 
 def first_confirmed_flip(
-    db: str | Path, cell: tuple[str, str, str] = PLANTED, direction: str = "pass_to_fail"
+    db: str | Path,
+    cell: tuple[str, str, str] = PLANTED,
+    direction: str = "pass_to_fail",
+    since: str | None = UPDATE_START,
 ) -> dict[str, Any] | None:
-    """The first confirmed verdict flip of ``cell`` in ``direction``: its evaluation and the
-    evaluation's stream time (None: no such flip)."""
+    """The first confirmed verdict flip of ``cell`` in ``direction`` at or after ``since``
+    (stream time; default: the model update, so a noise flip before it is not taken for
+    the update's): its evaluation and the evaluation's stream time (None: no such flip)."""
+    start = None if since is None else pd.Timestamp(since)
     c = duckdb.connect(str(db), read_only=True)
     try:
         times = queries.evaluation_times(c)
         for e in queries.confirmed_events(c):
             if (e.model_id, e.metric, e.attribute) != cell or e.kind != "verdict_flip":
                 continue
+            at = times.get((e.model_id, e.evaluation))
+            if start is not None and (at is None or pd.Timestamp(at) < start):
+                continue
             if e.direction == direction:
-                at = times.get((e.model_id, e.evaluation))
                 return {"evaluation": int(e.evaluation), "at": None if at is None else str(at)}
     finally:
         c.close()
@@ -92,6 +103,23 @@ def _days(later: str | None, earlier: str | None) -> float | None:
     return round(delta.total_seconds() / 86_400, 2)
 
 
+def flip_leads(
+    joined_db: str | Path, delayed_db: str | Path, metrics: tuple[str, ...] = METRICS
+) -> dict[str, dict[str, Any]]:
+    """Per metric of the planted cell's model and attribute: the first confirmed pass ->
+    fail flip in each run and how many days earlier the delayed run confirmed it."""
+    out = {}
+    for m in metrics:
+        cell = (PLANTED[0], m, PLANTED[2])
+        j, d = first_confirmed_flip(joined_db, cell), first_confirmed_flip(delayed_db, cell)
+        out[m] = {
+            "joined": None if j is None else j["at"],
+            "delayed": None if d is None else d["at"],
+            "lead_days": _days(None if j is None else j["at"], None if d is None else d["at"]),
+        }
+    return out
+
+
 def run_outcome_lead(run_demo: DemoRunner, out_dir: str, bias: str | None) -> dict[str, Any]:
     """The lead time of the planted DI flip (joined vs delayed) and, with ``bias``, the
     coverage figures of a delayed run with that outcome bias."""
@@ -106,6 +134,8 @@ def run_outcome_lead(run_demo: DemoRunner, out_dir: str, bias: str | None) -> di
         "lead_days": _days(
             None if joined is None else joined["at"], None if delayed is None else delayed["at"]
         ),
+        # the other cells the update flips: label-free ones gain, label-based ones wait
+        "by_metric": flip_leads(str(root / "joined" / "synthetic.duckdb"), delayed_db),
         "delayed_label_cells": label_cells(delayed_db),
     }
     if bias is not None:
