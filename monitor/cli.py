@@ -79,6 +79,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             return 2
         if not args.json:
             out = {k: out[k] for k in ("models", "planted", "interval_s", "evaluations")}
+    elif args.what == "outcomes":
+        import tempfile
+
+        from monitor.bench.outcome_lead import run_outcome_lead
+
+        with tempfile.TemporaryDirectory(prefix="vfr-bench-outcomes-") as tmp:
+            out = run_outcome_lead(
+                # the slow axes off (hourly): verdict flips do not wait for them
+                lambda mode, bias, d: _headless_demo(
+                    cfg, args.records or 100_000, d, outcomes=mode, bias=bias, axes_s=3600.0
+                ),
+                args.out_dir or tmp,
+                args.outcome_bias,
+            )
     elif args.what == "soak":
         from monitor.bench.soak import run_soak
 
@@ -127,13 +141,25 @@ def _demo_payloads(cfg: Any, records: int, rate: float) -> tuple[Any, list[bytes
     return demo_cfg, payload_stream(stream)
 
 
-def _headless_demo(cfg: Any, records: int, out_dir: str) -> str:
+def _headless_demo(
+    cfg: Any,
+    records: int,
+    out_dir: str,
+    outcomes: str = "none",
+    bias: str | None = None,
+    axes_s: float = 6.0,
+) -> str:
     """The demo year, as fast as it goes and without a view; returns its DuckDB file."""
     import io
 
+    from monitor.data.outcomes import parse_outcome_bias
     from monitor.demo import DemoOptions, run_demo
 
-    opts = DemoOptions(records=records, rate=None, out_dir=out_dir, live=False)
+    opts = DemoOptions(
+        records=records, rate=None, out_dir=out_dir, live=False, outcomes=outcomes,
+        axes_interval_s=axes_s,
+        outcome_bias=None if bias is None else parse_outcome_bias(bias),
+    )  # fmt: skip
     if run_demo(cfg, opts, out=io.StringIO()) != 0:
         raise RuntimeError("the demo run failed")
     return f"{out_dir}/synthetic.duckdb"
@@ -313,6 +339,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     scenario = None if args.scenario == "none" else args.scenario
     if args.dataset != "synthetic" and args.scenario not in ("none", DEFAULT_SCENARIO):
         raise ConfigError("--scenario", "scenarios apply to the synthetic cohort only")
+    outcomes, bias = _outcome_options(args)
+    if args.dataset != "synthetic" and outcomes != "none":
+        raise UsageError("--outcomes", "delayed outcomes apply to the synthetic cohort only")
     opts = DemoOptions(
         dataset=args.dataset,
         data=args.data,
@@ -325,6 +354,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         port=args.port,
         follow=args.follow,
         live=None if args.view == "auto" else args.view == "live",
+        outcomes=outcomes,
+        outcome_bias=bias,
     )
     return run_demo(load_config(args.config), opts)
 
@@ -343,10 +374,10 @@ def _write_frame(frame: Any, out: str) -> None:
     elif path.endswith(".jsonl"):
         import orjson
 
-        from monitor.data.scorer import iter_records
+        from monitor.data.outcomes import iter_messages
 
         with open(out, "wb") as f:
-            for rec in iter_records(frame):
+            for rec in iter_messages(frame):
                 f.write(orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     else:
         raise ConfigError("--out", "file name must end in .parquet, .csv or .jsonl")
@@ -368,15 +399,35 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _outcome_options(args: argparse.Namespace) -> tuple[str, Any]:
+    """``--outcomes`` and ``--outcome-bias`` checked before anything is trained."""
+    from monitor.data.outcomes import parse_outcome_bias
+
+    bias = None
+    if args.outcome_bias:
+        if args.outcomes != "delayed":
+            raise UsageError("--outcome-bias", "needs --outcomes delayed")
+        try:
+            bias = parse_outcome_bias(args.outcome_bias)
+        except ValueError as exc:
+            raise UsageError("--outcome-bias", str(exc)) from None
+    return args.outcomes, bias
+
+
 def _cmd_produce(args: argparse.Namespace) -> int:
-    from monitor.data.scorer import SYNTH_FEATURES, iter_records, synthetic_stream
+    from monitor.data.outcomes import iter_messages, message_frame
+    from monitor.data.scorer import SYNTH_FEATURES, synthetic_stream
 
     scenario = None if args.scenario == "none" else args.scenario
     if args.bootstrap is None and args.out is None:
         raise ConfigError("--out", "without --bootstrap, give --out FILE for the stream")
+    mode, bias = _outcome_options(args)
+    if mode == "delayed" and args.out is not None and not args.out.lower().endswith(".jsonl"):
+        raise UsageError("--out", "predictions and outcomes are written as .jsonl")
     config_out = _run_config_path(args)
     try:
-        stream = synthetic_stream(args.records, args.seed, scenario)
+        stream = synthetic_stream(args.records, args.seed, scenario, mode != "none")
+        messages = message_frame(stream.frame, mode, args.seed, bias)
     except ValueError as exc:
         raise ConfigError("--scenario", str(exc)) from None
     try:  # before the stream goes out: a stream without its settings stores nothing
@@ -386,21 +437,27 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     for m in stream.models:
         print(f"vfr-monitor produce: {m.model_id} held-out AUROC {m.auroc:.3f}", file=sys.stderr)
     if args.bootstrap is None:
-        _write_frame(stream.frame, args.out)
+        _write_frame(messages, args.out)
         where = f"{args.out}"
         run = f"vfr-monitor run --input {args.out} --config {config_out}"
     else:
         from consumers.kafka_tools import ensure_topic, produce_records
 
         ensure_topic(args.bootstrap, args.topic)
-        records = _paced(iter_records(stream.frame), args.rate)
+        records = _paced(iter_messages(messages), args.rate)
         produce_records(args.bootstrap, args.topic, records)  # raises unless all delivered
         where = f"{args.bootstrap} topic {args.topic}"
         run = (
             f"VFR_KAFKA_BOOTSTRAP={args.bootstrap} VFR_KAFKA_TOPIC={args.topic} "
             f"vfr-monitor run --config {config_out}"
         )
-    print(f"vfr-monitor produce: {len(stream.frame):,} scored records -> {where}")
+    what = "scored records"
+    if mode == "delayed":
+        n_out = int((messages["kind"] == "outcome").sum())
+        what = f"messages ({len(stream.frame):,} predictions, {n_out:,} outcomes)"
+        if bias is not None:
+            what += f"; {bias.describe()}"
+    print(f"vfr-monitor produce: {len(messages):,} {what} -> {where}")
     print(f"vfr-monitor produce: the settings `run` needs for them -> {config_out}")
     print(f"vfr-monitor produce: consume with: {run}")
     return 0
@@ -513,7 +570,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="benchmarks: fast path and baseline timed in the same run")
-    b.add_argument("what", choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak", "page"])
+    b.add_argument(
+        "what", choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak", "page", "outcomes"]
+    )
+    b.add_argument(
+        "--outcome-bias", default=None,
+        help="outcomes: also run delayed outcomes with this bias (e.g. race=2:0.3)",
+    )  # fmt: skip
+    b.add_argument(
+        "--out-dir", default=None,
+        help="outcomes: keep each run's DuckDB file and report here (default: temporary)",
+    )  # fmt: skip
     b.add_argument("--minutes", type=POSITIVE, default=10.0, help="soak: duration")
     b.add_argument(
         "--rate", type=POSITIVE, default=None,
@@ -664,6 +731,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="redraw in place (live) or print progress lines",
     )
+    _outcome_flags(d)
     d.set_defaults(func=_cmd_demo)
 
     s = sub.add_parser("synth", help="write a seeded synthetic discharge cohort (unscored)")
@@ -686,8 +754,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the settings `run` needs go (default: the --out name with .toml, or "
         "<topic>.toml)",
     )  # fmt: skip
+    _outcome_flags(pr)
     pr.set_defaults(func=_cmd_produce)
     return p
+
+
+def _outcome_flags(p: argparse.ArgumentParser) -> None:
+    """``--outcomes`` and ``--outcome-bias`` of ``produce`` and ``demo`` (synthetic cohort)."""
+    p.add_argument(
+        "--outcomes", choices=["none", "joined", "delayed"], default="none",
+        help="none: scored discharges as before; joined: scored at admission, sent with the "
+        "outcome at discharge; delayed: a prediction at admission, its outcome at discharge",
+    )  # fmt: skip
+    p.add_argument(
+        "--outcome-bias", default=None, metavar="ATTR=GROUP:SHARE[:missing|:delayed:DAYS]",
+        help="with --outcomes delayed: a share of one group's outcomes missing or late, "
+        "e.g. race=2:0.3",
+    )  # fmt: skip
 
 
 #: Packages whose exception messages we write ourselves: they name fields, columns and

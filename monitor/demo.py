@@ -35,7 +35,7 @@ from monitor.config import ConfigError, MonitorConfig
 from monitor.core.events import CellEvent
 from monitor.core.numbers import float_or_none
 from monitor.core.results import CellEvaluation
-from monitor.data.scorer import ScoredStream, iter_records
+from monitor.data.scorer import ScoredStream
 from monitor.store import queries
 
 TIER_MARK = {
@@ -47,6 +47,8 @@ TIER_MARK = {
     "Not-Evaluable": "-",
 }
 DEFAULT_SCENARIO = "group_score_shift"
+#: the cell the default scenario's model update flips (DI by sex of the updated model)
+PLANTED_CELL = ("los-xgb-discharge", "DI", "sex")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,12 @@ class DemoOptions:
     #: seconds between terminal refreshes
     refresh_s: float = 1.0
     live: bool | None = None  # None: redraw in place only when stdout is a terminal
+    #: issue 23: "none" (scored discharges), "joined" (scored at admission, sent at
+    #: discharge with the outcome) or "delayed" (prediction at admission, outcome at
+    #: discharge); monitor.data.outcomes
+    outcomes: str = "none"
+    #: with delayed outcomes: a share of one group's outcomes missing or late
+    outcome_bias: Any = None
 
 
 def demo_config(
@@ -116,7 +124,8 @@ def build_stream(opts: DemoOptions) -> tuple[ScoredStream, Any]:
     from monitor.data import scorer
 
     if opts.dataset == "synthetic":
-        return scorer.synthetic_stream(opts.records, opts.seed, opts.scenario), None
+        at_admission = opts.outcomes != "none"
+        return scorer.synthetic_stream(opts.records, opts.seed, opts.scenario, at_admission), None
     if opts.dataset == "diabetes130":
         from monitor.data.datasets.diabetes130 import load_diabetes130
 
@@ -137,9 +146,14 @@ def poison_payloads() -> list[bytes]:
     return [b"{not json", b'{"record_id": "bad-1", "score": "high"}', b"[1, 2, 3]"]
 
 
-def payload_stream(stream: ScoredStream) -> list[bytes]:
-    """The stream as the JSON payloads a producer sends, with the poison messages early on."""
-    out = [orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) for r in iter_records(stream.frame)]
+def payload_stream(stream: ScoredStream, opts: DemoOptions | None = None) -> list[bytes]:
+    """The stream as the JSON payloads a producer sends, with the poison messages early on
+    (predictions and outcomes apart when ``opts.outcomes`` is "delayed")."""
+    from monitor.data.outcomes import iter_messages, message_frame
+
+    o = opts or DemoOptions()
+    frame = message_frame(stream.frame, o.outcomes, o.seed, o.outcome_bias)
+    out = [orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) for r in iter_messages(frame)]
     at = min(len(out), 500)
     return out[:at] + poison_payloads() + out[at:]
 
@@ -226,7 +240,7 @@ def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout)
     cfg = demo_config(
         config, ds.attributes if ds is not None else None, opts, features,
         tuple(m.model_id for m in stream.models),
-        oldest_event_time=pd.to_datetime(stream.frame["event_time"], utc=True).min(),
+        oldest_event_time=_oldest(stream),
     )  # fmt: skip
     for m in stream.models:
         print(
@@ -238,7 +252,7 @@ def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout)
         print(f"  data: {ds.credit}", file=out)
         for note in ds.notes:
             print(f"  note: {note}", file=out)
-    payloads = payload_stream(stream)
+    payloads = payload_stream(stream, opts)
     total = len(payloads)
 
     out_dir = Path(opts.out_dir)
@@ -287,6 +301,69 @@ def run_demo(config: MonitorConfig, opts: DemoOptions, out: TextIO = sys.stdout)
         service.close()
     _write_report(db_path, out_dir, cfg, out)
     return 0
+
+
+def _outcome_lines(
+    service: Any, cells: list[CellEvaluation], opts: DemoOptions, events: list[CellEvent]
+) -> list[str]:
+    """With ``--outcomes``: how the feed was sent, when the planted DI flip was confirmed
+    (in stream time: the time of the window's last message), and what the label-based
+    cells rest on (issue 23)."""
+    from monitor.core.coverage import needs_outcome
+
+    if opts.outcomes == "none":
+        return []
+    how = {
+        "joined": "scored at admission, sent with the outcome at discharge",
+        "delayed": "predictions at admission, outcomes at discharge",
+    }[opts.outcomes]
+    if opts.outcome_bias is not None:
+        how += f"; {opts.outcome_bias.describe()}"
+    lines = [f"  outcomes: {how}"]
+    cur = service.store.cursor()
+    try:
+        times = queries.evaluation_times(cur)
+    finally:
+        cur.close()
+    planted = next(
+        (e for e in events if e.kind == "verdict_flip" and e.direction == "pass_to_fail"
+         and (e.model_id, e.metric, e.attribute) == PLANTED_CELL),
+        None,
+    )  # fmt: skip
+    if planted is not None:
+        at = times.get((planted.model_id, planted.evaluation))
+        lines.append(
+            f"  planted DI x sex flip of {planted.model_id} confirmed at evaluation "
+            f"{planted.evaluation}, stream time {'n/a' if at is None else str(at)[:16]}"
+        )
+    label = [c for c in cells if needs_outcome(c.result.metric) and c.with_outcome is not None]
+    if opts.outcomes == "delayed" and label:
+        c = label[0]
+        lines.append(
+            f"  label-based cells wait for outcomes: they rest on the window's predictions "
+            f"with an outcome (e.g. {c.result.model_id}: {c.with_outcome:,} of "
+            f"{c.predictions:,}); DI and SPD on every prediction"
+        )
+        waiting = sorted({(c.result.model_id, c.result.attribute) for c in label
+                          if c.coverage_reason})  # fmt: skip
+        for model, attr in waiting:
+            ac = next(c.outcome_coverage for c in label
+                      if (c.result.model_id, c.result.attribute) == (model, attr))  # fmt: skip
+            shown = ", ".join(
+                f"{g.group} {'<11' if g.coverage is None else f'{g.coverage:.2f}'}"
+                for g in ac.groups  # type: ignore[union-attr]
+            )
+            lines.append(
+                f"  {model} x {attr}: outcomes incomplete (coverage gap {ac.gap:.2f}; "  # type: ignore[union-attr]
+                f"coverage {shown})"
+            )
+    return lines
+
+
+def _oldest(stream: ScoredStream) -> pd.Timestamp:
+    """The stream's oldest message time (an admission, when the stream has them)."""
+    col = "admitted_at" if "admitted_at" in stream.frame else "event_time"
+    return pd.to_datetime(stream.frame[col], utc=True).min()
 
 
 def _write_report(db_path: Path, out_dir: Path, cfg: MonitorConfig, out: TextIO) -> None:
@@ -440,6 +517,7 @@ def _summary(
             if len(noisy) > 8
             else []
         ),
+        *_outcome_lines(service, cells, opts, events),
         "  final grid (dominant verdict / tier; '~' = VFR above tau):",
         *tier_grid(cells, cfg, models),
     ]

@@ -9,6 +9,7 @@ exception's message stays withheld (it may quote record values), so before this 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,30 @@ def test_produce_names_a_config_it_cannot_write(tmp_path, capsys) -> None:
     assert rc == 2
     assert f"--config-out: cannot write {target}" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_produce_sends_predictions_and_outcomes_apart(tmp_path, capsys) -> None:
+    """`produce --outcomes delayed`: one prediction per scored record, and its outcome (here
+    30 % of race group 3's outcomes left out); the flags are checked before training."""
+    out = tmp_path / "feed.jsonl"
+    assert main(["produce", "--records", "2000", "--out", str(out),
+                 "--outcome-bias", "race=3:0.3"]) == 2  # fmt: skip
+    assert "--outcome-bias: needs --outcomes delayed" in capsys.readouterr().err
+    assert main(["produce", "--records", "2000", "--out", str(tmp_path / "f.parquet"),
+                 "--outcomes", "delayed"]) == 2  # fmt: skip
+    assert "--out: predictions and outcomes are written as .jsonl" in capsys.readouterr().err
+    assert main(["produce", "--records", "2000", "--out", str(out), "--outcomes", "delayed",
+                 "--outcome-bias", "race=3:0.3"]) == 0  # fmt: skip
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    preds = {(r["model_id"], r["record_id"]): r for r in rows if r["kind"] == "prediction"}
+    outs = [r for r in rows if r["kind"] == "outcome"]
+    assert preds and all("label" not in r for r in preds.values())
+    assert all(set(r) == {"kind", "model_id", "record_id", "event_time", "label"} for r in outs)
+    assert all((r["model_id"], r["record_id"]) in preds for r in outs)
+    race3 = [k for k, r in preds.items() if r["race"] == "3"]
+    got = {(r["model_id"], r["record_id"]) for r in outs}
+    share = 1 - sum(k in got for k in race3) / len(race3)
+    assert 0.2 < share < 0.4  # the bias acted on that group
+    others = [k for k, r in preds.items() if r["race"] != "3"]
+    assert all(k in got for k in others)
+    assert "outcomes of race=3 missing" in capsys.readouterr().out

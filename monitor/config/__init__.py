@@ -266,6 +266,11 @@ class OutcomesConfig(_Strict):
     #: an outcome with no stored prediction is held this long (event time), then
     #: dead-lettered ``orphan_outcome``
     orphan_hold_days: float = Field(1.0, ge=0)
+    #: the largest relative shortfall ``1 - min c_g / max c_g`` of an attribute's groups'
+    #: outcome coverage at which its label-based cells count as resting on comparable
+    #: outcomes; above it their tier reason reads "outcomes incomplete"
+    #: (monitor.core.coverage). 0 flags any difference, 1 never flags.
+    max_coverage_gap: float = Field(0.10, ge=0.0, le=1.0)
 
 
 class Axis2Config(_Strict):

@@ -12,6 +12,7 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from monitor.core.axis1 import CellResult
+from monitor.core.coverage import AttributeCoverage
 from monitor.core.events import CellEvent
 from monitor.core.numbers import as_float
 from monitor.core.support import support_note
@@ -72,6 +73,15 @@ class CellEvaluation:
     #: (what a label-based cell was computed on; a label-free cell used every prediction)
     predictions: int | None = None
     with_outcome: int | None = None
+    #: a label-based cell's outcome coverage of its attribute's groups (published figures,
+    #: the gap and the reason it gives; monitor.core.coverage); None: no outcomes are
+    #: tracked apart from predictions, or a label-free cell
+    outcome_coverage: AttributeCoverage | None = None
+
+    @property
+    def coverage_reason(self) -> str:
+        """The tier reason "outcomes incomplete" while the coverage gap is above the threshold."""
+        return "" if self.outcome_coverage is None else self.outcome_coverage.reason
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -97,7 +107,7 @@ class CellEvaluation:
             "pending_axes": list(self.tier.pending_axes),
             "not_applicable_axes": list(self.tier.not_applicable_axes),
             "partial": self.tier.partial,
-            "tier_reason": self.tier.reason,
+            "tier_reason": self.tier.reason or self.coverage_reason,
             "confirmed_tier": self.confirmed_tier,
             "confirmed_verdict": self.confirmed_verdict,
             "reliable_verdict": self.reliable_verdict,
@@ -111,6 +121,10 @@ class CellEvaluation:
             ),
             "predictions": self.predictions,
             "with_outcome": self.with_outcome,
+            "outcome_coverage": (
+                None if self.outcome_coverage is None else self.outcome_coverage.to_dict()
+            ),
+            "coverage_reason": self.coverage_reason,
         }  # fmt: skip
 
     @classmethod
@@ -141,7 +155,14 @@ class CellEvaluation:
             released=bool(d.get("released", True)),
             predictions=d.get("predictions"),
             with_outcome=d.get("with_outcome"),
+            outcome_coverage=_coverage_from(d.get("outcome_coverage")),
         )
+
+
+def _coverage_from(d: Any) -> AttributeCoverage | None:
+    """A stored cell's outcome coverage (absent in rows written before issue 23, or
+    withheld as a whole under the small-cell rule: None)."""
+    return AttributeCoverage.from_dict(d) if isinstance(d, dict) else None
 
 
 @dataclass(frozen=True)

@@ -123,10 +123,13 @@ def with_auroc(model: TrainedModel, holdout: pd.DataFrame) -> TrainedModel:
 def shift_scores(
     model_id: str, frame: pd.DataFrame, scores: np.ndarray, scenario: str | None
 ) -> np.ndarray:
-    """Apply a model-update scenario to one model's scores (identity for data scenarios)."""
+    """Apply a model-update scenario to one model's scores (identity for data scenarios).
+
+    The update acts from the time of scoring: the admission time where the stream has one
+    (``admitted_at``, monitor.data.outcomes), else the discharge (``event_time``)."""
     if scenario != "group_score_shift" or model_id != _SHIFT_MODEL:
         return scores
-    t = frame["event_time"]
+    t = frame["admitted_at"] if "admitted_at" in frame else frame["event_time"]
     ramp = (t - cohort.DRIFT_START) / (_SHIFT_RAMP_END - cohort.DRIFT_START)
     weight = np.clip(ramp.to_numpy(dtype=np.float64), 0.0, 1.0)
     hit = (frame[_SHIFT_ATTRIBUTE] == _SHIFT_GROUP).to_numpy() & (weight > 0)
@@ -174,16 +177,25 @@ def score_stream(
     return ScoredStream(frame, list(models), dataset, scenario, len(stream))
 
 
-def synthetic_stream(records: int, seed: int, scenario: str | None) -> ScoredStream:
+def synthetic_stream(
+    records: int, seed: int, scenario: str | None, scored_at_admission: bool = False
+) -> ScoredStream:
     """The demo's stream: a seeded cohort, two XGBoost models, an optional scenario.
 
     ``records`` discharges are drawn over 2026; a quarter of those before the drift start
     train the models and the rest stream (so about 7/8 of ``records`` are scored).
+    ``scored_at_admission``: each discharge gets an admission time (``admitted_at``,
+    monitor.data.outcomes) and is scored then, so a model update acts on the predictions
+    made after it, whether they are sent at admission or joined with their outcome.
     """
     if scenario is not None and scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; choose from {sorted(SCENARIOS)}")
     data_scenario = scenario if scenario in cohort.SCENARIOS else None
     full = cohort.synth_cohort(records, seed=seed, scenario=data_scenario)
+    if scored_at_admission:
+        from monitor.data.outcomes import with_admission_times
+
+        full = with_admission_times(full, seed)
     train, stream = split_train_stream(full, seed, before=cohort.DRIFT_START)
     holdout = stream[stream["event_time"] < cohort.DRIFT_START]
     models = [

@@ -166,9 +166,29 @@ class CellPoint:
     #: N* not reached: the time this volume needs, e.g. "about 14 weeks at this volume"
     time_to_reliable: str = ""
 
+    #: "outcomes incomplete" while the attribute's outcome coverage gap is above
+    #: [outcomes] max_coverage_gap (label-based cells; monitor.core.coverage), else ""
+    coverage_reason: str = ""
+    coverage_gap: float | None = None
+
     @property
     def key(self) -> tuple[str, str]:
         return (self.metric, self.attribute)
+
+
+@dataclass(frozen=True)
+class CoveragePoint:
+    """One attribute's outcome coverage at one evaluation, as released: group code ->
+    share of its predictions with an outcome (None: withheld, fewer than 11 predictions),
+    the gap between the groups and the tier reason it gave the attribute's label cells."""
+
+    attribute: str
+    evaluation: int
+    at: datetime | None
+    groups: dict[str, float | None]
+    gap: float | None
+    max_gap: float
+    reason: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -298,6 +318,8 @@ class ModelReport:
     period: ModelPeriod | None = None
     volume: list[VolumePoint] = field(default_factory=list)
     auroc: list[AurocPoint] = field(default_factory=list)
+    #: outcome coverage per attribute over the period (empty: outcomes come with predictions)
+    coverage: list[CoveragePoint] = field(default_factory=list)
 
     def cell(self, metric: str, attribute: str) -> CellPoint | None:
         for c in self.cells:
@@ -401,12 +423,13 @@ def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPo
         suppressed=small,
         not_evaluable_reason="" if small else str(r.get("not_evaluable_reason") or ""),
         needs="" if small else _needs(r),
-
         driver=None if small else driver_sentence(r),
         pooled_value=shown(r.get("pooled_value")),
         pooled_vfr=shown(r.get("pooled_vfr")),
         pooled_dominant_verdict=None if small else r.get("pooled_dominant_verdict"),
         support_note="" if small else str(r.get("support_note") or ""),
+        coverage_reason="" if small else str(r.get("coverage_reason") or ""),
+        coverage_gap=None if small else _coverage_gap(r.get("outcome_coverage")),
     )
 
 
@@ -414,6 +437,34 @@ def _needs(r: Mapping[str, Any]) -> str:
     """What a stored not-evaluable cell needs, in words ("" when nothing is stored)."""
     groups = r.get("records_needed_groups") or ()
     return needs_words(str(r["metric"]), _int(r.get("records_needed")), groups)
+
+
+def _coverage_gap(d: Any) -> float | None:
+    return _num(d.get("gap")) if isinstance(d, Mapping) else None
+
+
+def coverage_points(
+    rows: Iterable[tuple[str, int, int, Mapping[str, Any]]],
+    model: str,
+    times: Mapping[tuple[str, int], datetime | None],
+) -> list[CoveragePoint]:
+    """Stored outcome coverage (queries.coverage_history) as CoveragePoints; an evaluation
+    whose window is under the small-cell rule shows nothing (left out)."""
+    out = []
+    for attr, ev, window_n, d in rows:
+        if window_n < SMALL_CELL:
+            continue
+        groups = {
+            str(code): _num(g.get("coverage")) if isinstance(g, Mapping) else None
+            for code, g in (d.get("groups") or {}).items()
+        }
+        out.append(
+            CoveragePoint(
+                attr, ev, times.get((model, ev)), groups, _num(d.get("gap")),
+                float(d.get("max_gap") or 0.0), str(d.get("reason") or ""),
+            )
+        )  # fmt: skip
+    return out
 
 
 def cell_from_audit(c: AuditCell) -> CellPoint:
@@ -968,13 +1019,15 @@ def _read_model(
         if e.confirmed
     }
     period, volume = model_period(c, model, filt)
+    coverage = coverage_points(queries.coverage_history(c, model), model, times)
     if period.withheld:  # 1 to 10 records in the period: withheld as a whole
-        events, history = [], {}
+        events, history, coverage = [], {}, []
     else:
         events = [e for e in events if _at_in(e.at, period.start, period.end)]
         history = {
             k: [p for p in v if _at_in(p.at, period.start, period.end)] for k, v in history.items()
         }
+        coverage = [p for p in coverage if _at_in(p.at, period.start, period.end)]
     records, evaluations = progress
     mr = ModelReport(model_id=model, cells=latest, records=None, evaluations=evaluations)
     mr.period, mr.volume = period, volume
@@ -995,6 +1048,7 @@ def _read_model(
         for e in confirmed
     }
     mr.auroc = _auroc(c, model, cfg.window.hop_records, records or 0)
+    mr.coverage = coverage  # rests on predictions and outcomes, not on min_group_support
     mr.records = None if records is None else published_count(records)
     return mr
 
@@ -1089,6 +1143,8 @@ def _withheld(p: CellPoint) -> CellPoint:
         pooled_value=None,
         pooled_vfr=None,
         pooled_dominant_verdict=None,
+        coverage_reason="",
+        coverage_gap=None,
     )
 
 

@@ -26,7 +26,7 @@ from monitor.core.explain import tier_name
 from monitor.core.privacy import ROUNDING_BASE, SMALL_CELL
 from monitor.core.privacy import SMALL_CELL_LABEL as WITHHELD
 from monitor.core.tiers import TIER_LEVEL
-from monitor.report import figures
+from monitor.report import coverage_figure, figures
 from monitor.report.data import (
     WITHHELD_TIER,
     CellPoint,
@@ -104,7 +104,7 @@ def cell_row(c: CellPoint, data: ReportData) -> CellRow:
         metric=c.metric,
         attribute=c.attribute,
         tier=tier_token(c.tier),
-        tier_name=tier_name(c.tier) + (" (partial)" if c.partial else ""),
+        tier_name=tier_name(c.tier) + (" (partial)" if c.partial else "") + _coverage_note(c),
         verdict=verdict,
         value=value,
         vfr=vfr,
@@ -113,6 +113,15 @@ def cell_row(c: CellPoint, data: ReportData) -> CellRow:
         sentence=cell_sentence(c, data.tau, data.n_field, data.kappa_cutoff),
         unstable=c.vfr is not None and c.vfr > data.tau,
     )
+
+
+def _coverage_note(c: CellPoint) -> str:
+    """The tier reason of a label-based cell whose outcomes are not comparable across
+    groups (monitor.core.coverage), with the gap behind it."""
+    if not c.coverage_reason:
+        return ""
+    gap = "" if c.coverage_gap is None else f", coverage gap {c.coverage_gap:.2f}"
+    return f"; {c.coverage_reason}{gap}"
 
 
 def _when(t: datetime | None) -> str:
@@ -206,6 +215,15 @@ def _model_view(m: ModelReport, data: ReportData) -> dict[str, Any]:
             "(dashed). Where the band straddles the threshold, the verdict is a coin toss.",
             figures.value_over_time(m, metrics, attributes),
         )
+    add(
+        "Outcome coverage",
+        "Share of each group's predictions whose outcome has arrived. The label-based cells "
+        "(EOPP, EOD, PP, CAL, TI) are computed on those predictions only: where the groups' "
+        "coverage differs by more than the configured gap (1 - lowest / highest) they say "
+        f"'outcomes incomplete'. A group with fewer than {SMALL_CELL} predictions shows "
+        f"{WITHHELD}.",
+        coverage_figure.coverage_over_time(m, data.group_labels),
+    )
     add(
         "Hospital agreement (Axis 3)",
         "Fleiss' kappa of each metric's verdicts over hospital folds, against the Landis-Koch "

@@ -287,6 +287,57 @@ _CELL_GAUGES: tuple[tuple[str, str, Callable[[CellEvaluation], float | None]], .
 )
 
 
+def _coverage_families(cells: Sequence[CellEvaluation]) -> Iterator[Metric]:
+    """Outcome coverage per model, attribute and group (monitor.core.coverage), from the
+    released label-based cells: every such cell of an attribute carries the same figures,
+    published (coverage from 11+ predictions, the median delay from 11+ outcomes, rates to
+    2 decimals); a cell whose window is under the small-cell rule contributes nothing."""
+    ratio = GaugeMetricFamily(
+        "vfr_outcome_coverage_ratio",
+        "Share of the group's window predictions whose outcome has arrived (only groups "
+        f"with >= {SMALL_CELL} predictions).",
+        labels=("model", "attribute", "group"),
+    )
+    delay = GaugeMetricFamily(
+        "vfr_outcome_median_delay_seconds",
+        "Median time from scoring to the outcome over the group's arrived outcomes "
+        f"(only groups with >= {SMALL_CELL} outcomes).",
+        labels=("model", "attribute", "group"),
+    )
+    gap = GaugeMetricFamily(
+        "vfr_outcome_coverage_gap_ratio",
+        "Relative shortfall 1 - min/max of the groups' outcome coverage (groups with "
+        "min_group_support predictions or more).",
+        labels=("model", "attribute"),
+    )
+    incomplete = GaugeMetricFamily(
+        "vfr_outcome_coverage_incomplete",
+        "1 while the coverage gap exceeds [outcomes] max_coverage_gap: the attribute's "
+        "label-based cells say 'outcomes incomplete'.",
+        labels=("model", "attribute"),
+    )
+    seen: set[tuple[str, str]] = set()
+    for c in sorted(cells, key=lambda c: c.key):
+        ac = c.outcome_coverage
+        key = (c.result.model_id, c.result.attribute)
+        if ac is None or key in seen or not reportable(c.result.window_n):
+            continue
+        if not all(map(is_identifier, key)):
+            continue
+        seen.add(key)
+        for g in ac.groups:
+            if not is_identifier(g.group) and not GROUP_CODE.fullmatch(g.group):
+                continue
+            if float_or_none(g.coverage) is not None:
+                ratio.add_metric((*key, g.group), float(g.coverage))  # type: ignore[arg-type]
+            if float_or_none(g.median_delay_days) is not None:
+                delay.add_metric((*key, g.group), float(g.median_delay_days) * 86_400.0)  # type: ignore[arg-type]
+        if ac.gap is not None:
+            gap.add_metric(key, float(ac.gap))
+            incomplete.add_metric(key, 1.0 if ac.gap > ac.max_gap else 0.0)
+    yield from (ratio, delay, gap, incomplete)
+
+
 class _StateCollector(Collector):
     """Cell, group, model and lag series, built from the service's snapshot at each scrape.
 
@@ -355,6 +406,7 @@ class _StateCollector(Collector):
         yield from families
         yield tier
         yield not_evaluable
+        yield from _coverage_families(cells)
 
     def _models(self, models: Sequence[ModelStatus]) -> Iterator[Metric]:
         records = GaugeMetricFamily(

@@ -409,6 +409,23 @@ def cell_history(c: duckdb.DuckDBPyConnection, model_id: str) -> list[HistoryRow
     return [HistoryRow(*r) for r in c.execute(_HISTORY_SQL, [model_id]).fetchall()]
 
 
+def coverage_history(
+    c: duckdb.DuckDBPyConnection, model_id: str
+) -> list[tuple[str, int, int, dict[str, Any]]]:
+    """(attribute, evaluation, window size, outcome coverage) of a model's released
+    label-based cells, oldest first, one row per attribute and evaluation (every
+    label-based cell of an attribute carries the same figures; monitor.core.coverage)."""
+    rows = c.execute(
+        "SELECT attribute, evaluation, max(CAST(result->>'$.window_n' AS BIGINT)), "
+        "min(CAST(result->'$.outcome_coverage' AS VARCHAR)) FROM window_results "
+        f"WHERE model_id = ? AND {RELEASED} "
+        "AND json_type(result->'$.outcome_coverage') = 'OBJECT' "
+        "GROUP BY attribute, evaluation ORDER BY evaluation, attribute",
+        [model_id],
+    ).fetchall()
+    return [(a, int(e), int(n or 0), json.loads(cov)) for a, e, n, cov in rows]
+
+
 def window_history(
     c: duckdb.DuckDBPyConnection,
     model_id: str,

@@ -46,12 +46,13 @@ from monitor.stream import eval_worker
 from monitor.stream.admission import admission_reasons, admit
 from monitor.stream.axis_payloads import axis_result
 from monitor.stream.columnar import parse_payloads, split_kinds, validate_table
+from monitor.stream.coverage_cells import with_coverage
 from monitor.stream.model_state import ModelState, ModelView
 from monitor.stream.outcome_join import Joins, NewPrediction, join_batch
 from monitor.stream.ownership import Partition, PartitionOwnership
 from monitor.stream.publication import WindowCounts, published_events
 from monitor.stream.schema import Rejection, validate_outcome_records, validate_records
-from monitor.stream.window import ModelWindow, RecordBatch
+from monitor.stream.window import ModelWindow, RecordBatch, WindowCoverage
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +210,8 @@ class _Job:
     #: predictions in the window, and those with an outcome (issue 23)
     predictions: int | None = None
     with_outcome: int | None = None
+    #: the window's outcome coverage per group (issue 23; monitor.stream.coverage_cells)
+    coverage: WindowCoverage | None = None
 
 
 class Pipeline:
@@ -1004,7 +1007,7 @@ class Pipeline:
             release, bases = ms.publication.decide(counts)
         return _Job(
             w.model_id, now, seed, window, release=release, bases=bases, predictions=w.n,
-            with_outcome=w.with_outcome,
+            with_outcome=w.with_outcome, coverage=w.coverage(),
         )
 
     def _evaluated_now(self, ms: ModelState) -> None:
@@ -1088,6 +1091,7 @@ class Pipeline:
             cells.append(cell)
             if not interim and self.drift is not None and self.drift.update(key, r.value):
                 report.drift.append(key)
+        cells = with_coverage(cells, job.coverage, cfg)  # beside the label-based cells
         cells = ms.publication.publish(cells, job.release, job.bases)  # what of it is shown
         for cell in cells:
             cell_key = (cell.result.metric, cell.result.attribute)

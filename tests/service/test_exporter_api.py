@@ -34,6 +34,7 @@ from monitor.service.exporter import (
 )
 from tests.support.exporter_state import (
     cell,
+    coverage_of,
     event,
     new_exporter,
     populate,
@@ -73,6 +74,10 @@ EXPECTED = {
     ),
     "vfr_group_selection_rate": ("gauge", {"model", "attribute", "group"}),
     "vfr_group_records": ("gauge", {"model", "attribute", "group"}),
+    "vfr_outcome_coverage_ratio": ("gauge", {"model", "attribute", "group"}),
+    "vfr_outcome_median_delay_seconds": ("gauge", {"model", "attribute", "group"}),
+    "vfr_outcome_coverage_gap_ratio": ("gauge", {"model", "attribute"}),
+    "vfr_outcome_coverage_incomplete": ("gauge", {"model", "attribute"}),
     "vfr_ingest_records_total": ("counter", {"source", "state"}),
     "vfr_ingest_rejected_total": ("counter", {"source", "reason"}),
     "vfr_ingest_rejection_dominant": ("gauge", {"source", "reason"}),
@@ -447,6 +452,27 @@ def test_group_dropping_below_threshold_disappears():
     assert groups_of(exp.render()) == {}
     st.groups("xgb", "race", {"0": (11, 0.1)})  # and back once large enough
     assert groups_of(exp.render()) == {"0": (11, 0.1)}
+
+
+def test_outcome_coverage_is_exported_per_group_from_released_label_cells():
+    exp, st = new_exporter()
+    cov = coverage_of({"0": (0.9, 2.5), "1": (0.63, 4.0), "2": (None, None)})
+    for metric in ("EOPP", "EOD"):  # one attribute's cells carry the same figures
+        cell(st, metric=metric, outcome_coverage=cov)
+    cell(st, metric="DI")  # label-free: no coverage
+    cell(st, metric="PP", attribute="sex", window_n=8, outcome_coverage=cov)  # under 11
+    text = exp.render()
+    race = {"model": "xgb", "attribute": "race"}
+    assert samples(text, "vfr_outcome_coverage_ratio") == {
+        frozenset({**race, "group": "0"}.items()): 0.9,
+        frozenset({**race, "group": "1"}.items()): 0.63,
+    }  # group 2 withheld: absent, not zeroed
+    assert value(text, "vfr_outcome_median_delay_seconds", **race, group="1") == 4.0 * 86_400
+    assert samples(text, "vfr_outcome_coverage_gap_ratio") == {frozenset(race.items()): 0.3}
+    assert samples(text, "vfr_outcome_coverage_incomplete") == {frozenset(race.items()): 1.0}
+    cell(st, metric="EOPP", outcome_coverage=coverage_of({"0": (0.9, 2.5), "1": (0.85, 3.0)}))
+    cell(st, metric="EOD", outcome_coverage=coverage_of({"0": (0.9, 2.5), "1": (0.85, 3.0)}))
+    assert value(exp.render(), "vfr_outcome_coverage_incomplete", **race) == 0.0
 
 
 def test_small_window_cell_exports_nothing_per_cell():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from monitor.core.axis1 import CellResult
+from monitor.core.coverage import AttributeCoverage, PublishedCoverage
 from monitor.core.events import CellEvent
 from monitor.core.explain import Cutoffs, explain_event
 from monitor.core.results import CellEvaluation
@@ -71,7 +72,20 @@ def make_cell(model="xgb", metric="DI", attribute="race", **over) -> CellEvaluat
         # the reliable verdict: the confirmed one unless a test says otherwise
         reliable_verdict=kw.get("reliable_verdict",
                                 None if cp is None else ("pass" if cp else "fail")),
+        outcome_coverage=kw.get("outcome_coverage"),
     )  # fmt: skip
+
+
+def coverage_of(
+    groups: dict[str, tuple[float | None, float | None]], max_gap: float = 0.10
+) -> AttributeCoverage:
+    """A label-based cell's published outcome coverage: group -> (coverage, median delay
+    in days); the gap from the shown coverages, the reason as the service would give it."""
+    shown = [c for c, _ in groups.values() if c is not None]
+    gap = round(1 - min(shown) / max(shown), 2) if len(shown) >= 2 and max(shown) > 0 else None
+    reason = "outcomes incomplete" if gap is not None and gap > max_gap else ""
+    rows = tuple(PublishedCoverage(g, c, d) for g, (c, d) in groups.items())
+    return AttributeCoverage(rows, gap, max_gap, reason)
 
 
 def cell(st: State, model="xgb", metric="DI", attribute="race", **over) -> None:
@@ -100,6 +114,7 @@ def populate(exp: Exporter, st: State) -> None:
     """Touch every metric so the exposition holds at least one series of each."""
     cell(st, sigma=INF, n_star=INF, ci_low=NAN, confirmed_pass=True)
     cell(st, metric="SPD", partial=True, kappa=None, n_star=None, tier="Pending")
+    cell(st, metric="EOPP", outcome_coverage=coverage_of({"0": (0.9, 2.5), "1": (0.63, 4.0)}))
     exp.count_event(event(), 5000)
     exp.count_event(
         event("tier_change", old="Practical-Stability", new="Caution-Required", confirmed=True,
