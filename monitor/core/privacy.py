@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from monitor.config import SMALL_CELL_RECORDS
+from monitor.config import INTERSECTION_CODE_SEP, SMALL_CELL_RECORDS
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -267,6 +267,18 @@ def intersection_parts(attributes: Iterable[str]) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def model_withheld(sizes: Mapping[str, Mapping[str, int]]) -> dict[str, frozenset[str]]:
+    """:func:`linked_withheld` of one model's (or part's) attributes keyed by group code,
+    the intersections read from the names (:func:`intersection_parts`).
+
+    >>> out = model_withheld({"race": {"B": 30, "W": 70}, "sex": {"F": 47, "M": 53},
+    ...     "race_x_sex": {"B:F": 7, "B:M": 23, "W:F": 40, "W:M": 30}})
+    >>> sorted(out["race_x_sex"])
+    ['B:F', 'B:M', 'W:F', 'W:M']
+    """
+    return linked_withheld(sizes, intersection_parts(sizes), INTERSECTION_CODE_SEP)
+
+
 def family_withheld(sizes: Mapping[K, int | str]) -> frozenset[K]:
     """:func:`suppressed_groups` of sizes some of which may already read ``<11`` (a stored
     result withholds its small counts).
@@ -280,20 +292,24 @@ def family_withheld(sizes: Mapping[K, int | str]) -> frozenset[K]:
     return suppressed_groups({g: 1 if n == SMALL_CELL_LABEL else int(n) for g, n in sizes.items()})
 
 
-def published_family(sizes: Mapping[K, int | str]) -> dict[K, int | str]:
+def published_family(
+    sizes: Mapping[K, int | str], hidden: frozenset[K] | None = None
+) -> dict[K, int | str]:
     """The sizes of one family of groups (an attribute's groups, a cohort's folds) as
     they leave the service: the groups of :func:`family_withheld` show
     SMALL_CELL_LABEL, the others their size rounded (:func:`rounded_count`), an empty
     group 0. The family's total must be published rounded too (``published_count``):
     an exact total minus rounded parts is still fuzzy, but an exact total minus exact
-    parts is the withheld group.
+    parts is the withheld group. ``hidden``: the family's withheld groups when decided
+    with its linked families (:func:`model_withheld`), else :func:`family_withheld`.
 
     >>> published_family({"a": 4, "b": 86, "c": 646, "d": 3458})
     {'a': '<11', 'b': '<11', 'c': 645, 'd': 3460}
     >>> published_family({"x": 0, "y": 40, "z": 52})
     {'x': 0, 'y': 40, 'z': 50}
     """
-    hidden = family_withheld(sizes)
+    if hidden is None:
+        hidden = family_withheld(sizes)
     return {
         g: SMALL_CELL_LABEL if g in hidden else rounded_count(n)  # type: ignore[arg-type]
         for g, n in sizes.items()

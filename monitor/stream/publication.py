@@ -12,7 +12,7 @@ the rule of :mod:`monitor.core.privacy`:
   evaluations carry ``released``, so the window history shows releases only;
 * a **group** (records and selection rate) is released the same way on its own records,
   withheld at once when the small-cell rule or secondary suppression says so
-  (:func:`~monitor.core.privacy.linked_withheld`: within each attribute and, for an
+  (:func:`~monitor.core.privacy.model_withheld`: within each attribute and, for an
   intersection, within each of its margin groups), and published rounded;
 * the **window size** likewise, on the whole window, published rounded.
 
@@ -37,12 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from monitor.config import INTERSECTION_CODE_SEP
 from monitor.core.events import CellEvent
 from monitor.core.privacy import (
     SMALL_CELL,
-    intersection_parts,
-    linked_withheld,
+    model_withheld,
     records_changed,
     releasable,
     reportable,
@@ -244,7 +242,7 @@ class ModelPublication:
             attr: {code: int(x) for code, x in zip(g.codes, g.records, strict=True)}
             for attr, g in counts.groups.items()
         }
-        withheld = linked_withheld(every, intersection_parts(every), INTERSECTION_CODE_SEP)
+        withheld = model_withheld(every)
         for attr, g in counts.groups.items():
             sizes, hidden = every[attr], withheld[attr]
             shown: dict[str, PublishedGroup] = {}
