@@ -90,7 +90,7 @@ def test_no_margin_minus_its_shown_combinations_is_one_small_group(table):
     Each attribute's own family keeps the rule of :func:`suppressed_groups`."""
     sizes, hidden = _linked(table)
     for attr, pos in (("race", 0), ("sex", 1)):
-        for m, n in sizes[attr].items():
+        for m in sizes[attr]:
             kids = {c: k for c, k in table.items() if c.split(":")[pos] == m}
             held = [c for c in kids if c in hidden["race_x_sex"] and kids[c] > 0]
             if m in hidden[attr]:
