@@ -8,6 +8,7 @@ health statistics (counts of 1-10 are suppressed).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -210,7 +211,9 @@ def linked_withheld(
     11 or more records and at least two of them hold some (else the smallest shown
     combination within it is withheld too; when none is left, the margin is withheld);
     when the margin is withheld, every combination within it is (their sum is the margin).
-    Repeated until nothing changes: withheld sets only grow, so it ends.
+    A configured intersection of some of the parts ("race_x_sex" beside
+    "race_x_sex_x_age_group") is a margin the same way. Repeated until nothing changes:
+    withheld sets only grow, so it ends.
 
     Without this, "Black" minus the shown "Black x Male" is "Black x Female", withheld in
     its own family: with counts rounded to 5 and rates to 2 decimals, that pins a group of
@@ -222,6 +225,14 @@ def linked_withheld(
     ...     {"race_x_sex": ("race", "sex")}, ":")
     >>> sorted(out["race_x_sex"]), sorted(out["race"]), sorted(out["sex"])
     (['B:F', 'B:M', 'W:F', 'W:M'], [], [])
+    >>> three = linked_withheld(
+    ...     {"a": {"0": 60, "1": 60}, "b": {"0": 60, "1": 60}, "c": {"0": 60, "1": 60},
+    ...      "a_x_b": {"0:0": 30, "0:1": 30, "1:0": 30, "1:1": 30},
+    ...      "a_x_b_x_c": {"0:0:0": 5, "0:0:1": 25, "0:1:0": 15, "0:1:1": 15,
+    ...                    "1:0:0": 15, "1:0:1": 15, "1:1:0": 25, "1:1:1": 5}},
+    ...     {"a_x_b": ("a", "b"), "a_x_b_x_c": ("a", "b", "c")}, ":")
+    >>> "0:0:1" in three["a_x_b_x_c"]  # the sibling of 0:0:0 within margin a_x_b "0:0"
+    True
     """
     hidden = {a: set(suppressed_groups(s)) for a, s in sizes.items()}
     links: list[tuple[str, str, str, list[str]]] = []  # margin attr, margin, inter, members
@@ -231,9 +242,14 @@ def linked_withheld(
         split = {g: str(g).split(sep) for g in sizes[inter]}
         if any(len(p) != len(comps) for p in split.values()):
             continue
-        for i, c in enumerate(comps):
-            for m in sizes[c]:
-                links.append((c, m, inter, [g for g, p in split.items() if p[i] == str(m)]))
+        for k in range(1, len(comps)):
+            for idx in itertools.combinations(range(len(comps)), k):
+                c = "_x_".join(comps[i] for i in idx)  # a part, or an intersection of parts
+                if c not in sizes:
+                    continue
+                for m in sizes[c]:
+                    members = [g for g, p in split.items() if sep.join(p[i] for i in idx) == m]
+                    links.append((c, m, inter, members))
     changed = True
     while changed:
         before = sum(len(h) for h in hidden.values())
