@@ -56,6 +56,7 @@ from monitor.core.counts import CountTable
 from monitor.core.privacy import (
     SMALL_CELL_LABEL,
     family_withheld,
+    model_withheld,
     published_family,
     published_size,
     rounded_rate,
@@ -297,17 +298,31 @@ class BaselineResult:
 
 
 def published_rates(
-    codes: Sequence[str], rates: np.ndarray, counts: np.ndarray
+    codes: Sequence[str],
+    rates: np.ndarray,
+    counts: np.ndarray,
+    hidden: frozenset[str] | None = None,
 ) -> dict[str, float | str | None]:
     """A part's selection rate per group as published: ``<11`` for the groups the split
     summary withholds (:func:`~monitor.core.privacy.family_withheld` of the same sizes),
     the others to :data:`~monitor.core.privacy.RATE_DECIMALS` (an exact rate s/n beside
-    a size rounded to 5 gives the exact size back)."""
-    hidden = family_withheld({c: int(n) for c, n in zip(codes, counts, strict=True)})
+    a size rounded to 5 gives the exact size back). ``hidden``: the withheld groups as
+    decided with the linked families (:func:`part_withheld`)."""
+    if hidden is None:
+        hidden = family_withheld({c: int(n) for c, n in zip(codes, counts, strict=True)})
     return {
         c: SMALL_CELL_LABEL if c in hidden else rounded_rate(float(r))
         for c, r in zip(codes, rates, strict=True)
     }
+
+
+def part_withheld(groups: Sequence[GroupCodes]) -> dict[str, frozenset[str]]:
+    """The withheld groups of a part's attributes, an intersection's linked to its margins
+    (:func:`~monitor.core.privacy.model_withheld`): "Black" minus a shown "Black x Male"
+    must not leave a withheld "Black x Female"."""
+    return model_withheld(
+        {g.name: {c: int(n) for c, n in zip(g.codes, g.counts, strict=True)} for g in groups}
+    )
 
 
 def evaluate(
@@ -326,10 +341,11 @@ def evaluate(
     support = config.axis1.min_group_support
     di = {}
     rates = {}
+    withheld = part_withheld(part.groups)
     for g in part.groups:
         sr = selection_rates(decisions, g)
         di[g.name] = disparate_impact(sr, g.counts >= support)
-        rates[g.name] = published_rates(g.codes, sr, g.counts)
+        rates[g.name] = published_rates(g.codes, sr, g.counts, withheld[g.name])
     cells1 = vfr_cells(y, decisions, scores, part.groups, config, model_id)
     bins = config.axis1.score_bins
     tables = {(model_id, g.name): CountTable.from_records(g.codes, g.index, y, decisions,
@@ -559,12 +575,14 @@ def _split_summary(
     }  # fmt: skip
     for k, rows in split.parts().items():
         p = parts[k]
+        withheld = part_withheld(p.groups)
         out[k] = {
             "records": published_size(len(rows)),
             "share": rounded_rate(len(rows) / total),
             "hospitals": None if hosp is None else len(np.unique(hosp[rows])),
             "groups": {g.name: published_family({c: int(n) for c, n in zip(g.codes, g.counts,
-                                                                            strict=True)})
+                                                                            strict=True)},
+                                                withheld[g.name])
                        for g in p.groups},
         }  # fmt: skip
     return out

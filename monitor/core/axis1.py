@@ -39,7 +39,7 @@ from dataclasses import dataclass, fields, replace
 import numba
 import numpy as np
 
-from monitor.config import MIN_GROUP_SUPPORT, MetricRule, MonitorConfig
+from monitor.config import INTERSECTION_CODE_SEP, MIN_GROUP_SUPPORT, MetricRule, MonitorConfig
 from monitor.core import sampling
 from monitor.core.counts import CountTable
 from monitor.core.drivers import MAX_ONLY, Drivers, needs_drivers, stack_drivers, subgroup_extremes
@@ -61,6 +61,7 @@ from monitor.core.pooling import (
     parents_from_names,
     pooled_metric,
 )
+from monitor.core.privacy import intersection_parts, linked_withheld
 
 #: The verdict word of a cell that has none (docs/method.md section 2, revised 2026-12-01).
 NOT_EVALUABLE = "not_evaluable"
@@ -532,6 +533,30 @@ class _Prepared:
     support: np.ndarray  # (G,) in the resample
     support_point: np.ndarray  # (G,) in the window
     min_support: int
+    #: groups withheld across families (an intersection's, within its margins)
+    linked: frozenset[str] = frozenset()
+
+
+def linked_table_withheld(
+    tables: Mapping[tuple[str, str], CountTable],
+) -> dict[tuple[str, str], frozenset[str]]:
+    """Per (model, attribute) table, the groups :func:`monitor.core.privacy.linked_withheld`
+    withholds over all the model's tables: what the published group figures withhold
+    (monitor.stream.publication), so no driver names a rate of a group they withhold.
+    Group keys are codes ("2:1") in the service and may be names ("B x F"): both joins are
+    tried, and the union kept (a join that does not fit links nothing)."""
+    by_model: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
+    for (m, a), t in tables.items():
+        by_model[m][a] = dict(zip(t.groups, t.group_counts().tolist(), strict=True))
+    out: dict[tuple[str, str], frozenset[str]] = {}
+    for m, sizes in by_model.items():
+        parts = intersection_parts(sizes)
+        if not parts:
+            continue
+        for sep in (INTERSECTION_CODE_SEP, GROUP_SEPARATOR):
+            for a, hidden in linked_withheld(sizes, parts, sep).items():
+                out[(m, a)] = out.get((m, a), frozenset()) | hidden
+    return out
 
 
 def _prepare(
@@ -581,7 +606,11 @@ def evaluate_axis1(
     row by row). ``pooling`` (attribute -> spec) adds pooled estimates to the cells of
     those attributes' poolable metrics; ``pooled_verdict`` makes them the verdict.
     """
-    prepared = [_prepare(m, a, t, N, min_group_support) for (m, a), t in tables.items()]
+    linked = linked_table_withheld(tables)
+    prepared = [
+        replace(_prepare(m, a, t, N, min_group_support), linked=linked.get((m, a), frozenset()))
+        for (m, a), t in tables.items()
+    ]
 
     def seed_of(model_id: str) -> int:
         return seed if seeds is None else seeds[model_id]
@@ -650,6 +679,7 @@ def with_subgroups(
     }
     if not combos:
         return cells
+    linked = linked_table_withheld(tables)
     out = []
     for c in cells:
         subs: list[tuple[str, float]] = []
@@ -659,13 +689,19 @@ def with_subgroups(
                 if model != c.model_id or attr == c.attribute:
                     continue
                 subs.extend(_subgroups_of(c, tables[(model, attr)], parents, own,
-                                          min_group_support))  # fmt: skip
+                                          min_group_support,
+                                          linked.get((model, attr), frozenset())))  # fmt: skip
         out.append(replace(c, low_subgroups=tuple(subs)) if subs else c)
     return out
 
 
 def _subgroups_of(
-    c: CellResult, table: CountTable, parents: np.ndarray, own: set[str], ms: int
+    c: CellResult,
+    table: CountTable,
+    parents: np.ndarray,
+    own: set[str],
+    ms: int,
+    linked: frozenset[str] = frozenset(),
 ) -> list[tuple[str, float]]:
     parts = [g.split(GROUP_SEPARATOR) for g in table.groups]
     for a in range(parents.shape[0]):
@@ -674,7 +710,7 @@ def _subgroups_of(
             continue
         parent_of = [0 if p[a] == c.low_group else 1 for p in parts]
         subs, _, _ = subgroup_extremes(
-            str(c.driver_rate), table.groups, tallies_from_table(table), parent_of, 0, ms
+            str(c.driver_rate), table.groups, tallies_from_table(table), parent_of, 0, ms, linked
         )
         return [(s.group, s.rate) for s in subs if not math.isnan(s.rate)]
     return []
@@ -860,7 +896,7 @@ def _stack_drivers(
     sizes = np.stack([prepared[i].table.group_counts() for i in members])
     return stack_drivers(
         name, first.table.groups, point, supported_groups(name, point, support_pt, ms),
-        boot, support, ms, sizes, rows,
+        boot, support, ms, sizes, rows, [prepared[i].linked for i in members],
     )  # fmt: skip
 
 

@@ -170,11 +170,19 @@ class Drivers:
     shares: tuple[tuple[str, float, float], ...]
 
 
-def withheld_groups(groups: Sequence[str], sizes: np.ndarray, dens: np.ndarray) -> set[str]:
+def withheld_groups(
+    groups: Sequence[str],
+    sizes: np.ndarray,
+    dens: np.ndarray,
+    linked: frozenset[str] = frozenset(),
+) -> set[str]:
     """Groups whose figures may not be shown: secondary suppression over the attribute's
-    group sizes (:func:`monitor.core.privacy.suppressed_groups`), and any group whose rate
-    rests on fewer than SMALL_CELL records."""
+    group sizes (:func:`monitor.core.privacy.suppressed_groups`), the groups ``linked``
+    withholds (an intersection's groups withheld within its margins, as the published
+    group figures withhold them: :func:`monitor.core.privacy.linked_withheld`), and any
+    group whose rate rests on fewer than SMALL_CELL records."""
     hidden = set(suppressed_groups({g: int(n) for g, n in zip(groups, sizes, strict=True)}))
+    hidden |= set(linked)
     hidden |= {g for g, d in zip(groups, dens, strict=True) if d < SMALL_CELL}
     return hidden
 
@@ -193,6 +201,7 @@ def _assemble(
     sizes: Sequence[int],
     lo_sh: Sequence[float],
     hi_sh: Sequence[float],
+    linked: frozenset[str] = frozenset(),
 ) -> Drivers | None:
     """One cell's Drivers from its per-group figures (plain lists), privacy applied."""
     entered = [i for i, flag in enumerate(ok) if flag and not math.isnan(rates[i])]
@@ -200,7 +209,7 @@ def _assemble(
         return None
     lo_i = min(entered, key=lambda i: (rates[i], i))
     hi_i = max(entered, key=lambda i: (rates[i], -i))
-    hidden = withheld_groups(groups, sizes, dens)
+    hidden = withheld_groups(groups, sizes, dens, linked)
 
     def shown(i: int, x: float) -> float:
         return math.nan if groups[i] in hidden else _rounded(x)
@@ -368,10 +377,13 @@ def stack_drivers(
     ms: int,
     group_sizes: np.ndarray,
     rows: Sequence[int],
+    linked: Sequence[frozenset[str]] | None = None,
 ) -> dict[int, Drivers | None]:
     """:func:`cell_drivers` for some ``rows`` of a stack of M tables of one attribute
     shape: ``point`` (M, G) with the groups that entered each value, ``boot`` (M, K, G)
-    with the resample support (M, G) and ``ms``, ``group_sizes`` (M, G) of the windows.
+    with the resample support (M, G) and ``ms``, ``group_sizes`` (M, G) of the windows,
+    ``linked`` (M) the groups each table's model withholds across families
+    (:func:`withheld_groups`).
 
     The resample shares of all rows with the same driver rate are counted in one
     compiled pass (:func:`stack_shares`), the point rates in one numpy pass; what is
@@ -390,7 +402,10 @@ def stack_drivers(
         ok, sizes = point_valid[idx].tolist(), group_sizes[idx].tolist()
         lo_l, hi_l = lo.tolist(), hi.tolist()
         for j, r in enumerate(idx.tolist()):
-            out[r] = _assemble(rate, groups, rates[j], ok[j], dens[j], sizes[j], lo_l[j], hi_l[j])
+            extra = frozenset() if linked is None else linked[r]
+            out[r] = _assemble(
+                rate, groups, rates[j], ok[j], dens[j], sizes[j], lo_l[j], hi_l[j], extra
+            )
     return out
 
 
@@ -418,13 +433,15 @@ def subgroup_extremes(
     parent_of: Sequence[int],
     parent: int,
     min_support: int,
+    linked: frozenset[str] = frozenset(),
 ) -> tuple[list[Subgroup], str | None, str | None]:
     """For the attribute-level group ``parent`` (an index into the parent attribute's
     groups), its combined groups (those g with ``parent_of[g] == parent``) with their
     driver rates, and the shown ones with the lowest and the highest rate (None: withheld
     or fewer than one shown). ``combined`` are the point tallies (G_comb,) of the
     combined table (e.g. race x sex); disclosure: secondary suppression over all the
-    combined groups' sizes, and SMALL_CELL records per rate denominator.
+    combined groups' sizes, the groups ``linked`` withholds within their margins
+    (:func:`withheld_groups`), and SMALL_CELL records per rate denominator.
 
     This answers "which sex groups within Native American have the extreme rate" from
     the counts of the intersection's own table (docs/decisions.md).
@@ -432,7 +449,7 @@ def subgroup_extremes(
     rates = group_rates(rate, combined)
     dens = rate_denominators(rate, combined)
     sizes = combined.group_size
-    hidden = withheld_groups(combined_groups, sizes, dens)
+    hidden = withheld_groups(combined_groups, sizes, dens, linked)
     members = [g for g, p in enumerate(parent_of) if p == parent]
     subs = []
     for g in members:

@@ -8,12 +8,13 @@ health statistics (counts of 1-10 are suppressed).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from monitor.config import SMALL_CELL_RECORDS
+from monitor.config import INTERSECTION_CODE_SEP, SMALL_CELL_RECORDS
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -178,6 +179,123 @@ def suppressed_groups(sizes: Mapping[K, int]) -> frozenset[K]:
     return frozenset(hidden)
 
 
+def _top_up(sizes: Mapping[K, int], hidden: set[K], members: Iterable[K]) -> bool:
+    """Secondary suppression inside ``members`` (one family, its total published): while
+    its withheld groups with records hold fewer than SMALL_CELL together or only one of
+    them holds any, withhold its smallest shown group with records. True when the family
+    then meets the rule (or withholds nothing)."""
+    members = list(members)
+    held = [g for g in members if g in hidden and sizes[g] > 0]
+    if not held:
+        return True
+    shown = sorted((sizes[g], str(g), g) for g in members if g not in hidden and sizes[g] > 0)
+    while shown and (sum(sizes[g] for g in held) < SMALL_CELL or len(held) < 2):
+        g = shown.pop(0)[2]
+        hidden.add(g)
+        held.append(g)
+    return sum(sizes[g] for g in held) >= SMALL_CELL and len(held) >= 2
+
+
+def linked_withheld(
+    sizes: Mapping[str, Mapping[str, int]],
+    parts: Mapping[str, Sequence[str]],
+    sep: str,
+) -> dict[str, frozenset[str]]:
+    """:func:`suppressed_groups` of every attribute of a model at once, the intersections
+    linked to their margins (docs/privacy.md, "Across families (intersections)").
+
+    ``sizes``: attribute -> group -> records; ``parts``: intersection attribute -> the
+    attributes it combines, its group keys being theirs joined by ``sep`` ("2:1" of race
+    "2" and sex "1"). A margin group (race "2") is the total of a family of its own, the
+    combinations within it (race "2" with each sex), so the rule of :func:`suppressed_groups`
+    holds there too: when the margin is shown, the combinations withheld within it hold
+    11 or more records and at least two of them hold some (else the smallest shown
+    combination within it is withheld too; when none is left, the margin is withheld);
+    when the margin is withheld, every combination within it is (their sum is the margin).
+    A configured intersection of some of the parts ("race_x_sex" beside
+    "race_x_sex_x_age_group") is a margin the same way. Repeated until nothing changes:
+    withheld sets only grow, so it ends.
+
+    Without this, "Black" minus the shown "Black x Male" is "Black x Female", withheld in
+    its own family: with counts rounded to 5 and rates to 2 decimals, that pins a group of
+    7 to a few records and its number selected to one value (the attack test).
+
+    >>> out = linked_withheld(
+    ...     {"race": {"B": 30, "W": 70}, "sex": {"F": 47, "M": 53},
+    ...      "race_x_sex": {"B:F": 7, "B:M": 23, "W:F": 40, "W:M": 30}},
+    ...     {"race_x_sex": ("race", "sex")}, ":")
+    >>> sorted(out["race_x_sex"]), sorted(out["race"]), sorted(out["sex"])
+    (['B:F', 'B:M', 'W:F', 'W:M'], [], [])
+    >>> three = linked_withheld(
+    ...     {"a": {"0": 60, "1": 60}, "b": {"0": 60, "1": 60}, "c": {"0": 60, "1": 60},
+    ...      "a_x_b": {"0:0": 30, "0:1": 30, "1:0": 30, "1:1": 30},
+    ...      "a_x_b_x_c": {"0:0:0": 5, "0:0:1": 25, "0:1:0": 15, "0:1:1": 15,
+    ...                    "1:0:0": 15, "1:0:1": 15, "1:1:0": 25, "1:1:1": 5}},
+    ...     {"a_x_b": ("a", "b"), "a_x_b_x_c": ("a", "b", "c")}, ":")
+    >>> "0:0:1" in three["a_x_b_x_c"]  # the sibling of 0:0:0 within margin a_x_b "0:0"
+    True
+    """
+    hidden = {a: set(suppressed_groups(s)) for a, s in sizes.items()}
+    links: list[tuple[str, str, str, list[str]]] = []  # margin attr, margin, inter, members
+    for inter, comps in parts.items():
+        if inter not in sizes or any(c not in sizes for c in comps):
+            continue
+        split = {g: str(g).split(sep) for g in sizes[inter]}
+        if any(len(p) != len(comps) for p in split.values()):
+            continue
+        for k in range(1, len(comps)):
+            for idx in itertools.combinations(range(len(comps)), k):
+                c = "_x_".join(comps[i] for i in idx)  # a part, or an intersection of parts
+                if c not in sizes:
+                    continue
+                for m in sizes[c]:
+                    members = [g for g, p in split.items() if sep.join(p[i] for i in idx) == m]
+                    links.append((c, m, inter, members))
+    changed = True
+    while changed:
+        before = sum(len(h) for h in hidden.values())
+        for a, s in sizes.items():
+            _top_up(s, hidden[a], s)
+        for c, m, inter, members in links:
+            if m in hidden[c]:
+                hidden[inter].update(g for g in members if sizes[inter][g] > 0)
+            elif not _top_up(sizes[inter], hidden[inter], members) and sizes[c][m] > 0:
+                hidden[c].add(m)
+        changed = sum(len(h) for h in hidden.values()) != before
+    return {a: frozenset(h) for a, h in hidden.items()}
+
+
+def intersection_parts(attributes: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """The intersections among a window's attributes and the attributes each combines,
+    read from their names (``race_x_sex``: :func:`monitor.config.intersection_name`), for
+    :func:`linked_withheld`.
+    A name that merely looks like one links nothing unless its group codes are its
+    parts' codes joined (:func:`linked_withheld` checks).
+
+    >>> intersection_parts(["race", "sex", "race_x_sex", "x_y"])
+    {'race_x_sex': ('race', 'sex')}
+    """
+    names = set(attributes)
+    out = {}
+    for a in sorted(names):
+        parts = tuple(a.split("_x_"))
+        if len(parts) >= 2 and all(p in names for p in parts):
+            out[a] = parts
+    return out
+
+
+def model_withheld(sizes: Mapping[str, Mapping[str, int]]) -> dict[str, frozenset[str]]:
+    """:func:`linked_withheld` of one model's (or part's) attributes keyed by group code,
+    the intersections read from the names (:func:`intersection_parts`).
+
+    >>> out = model_withheld({"race": {"B": 30, "W": 70}, "sex": {"F": 47, "M": 53},
+    ...     "race_x_sex": {"B:F": 7, "B:M": 23, "W:F": 40, "W:M": 30}})
+    >>> sorted(out["race_x_sex"])
+    ['B:F', 'B:M', 'W:F', 'W:M']
+    """
+    return linked_withheld(sizes, intersection_parts(sizes), INTERSECTION_CODE_SEP)
+
+
 def family_withheld(sizes: Mapping[K, int | str]) -> frozenset[K]:
     """:func:`suppressed_groups` of sizes some of which may already read ``<11`` (a stored
     result withholds its small counts).
@@ -191,20 +309,24 @@ def family_withheld(sizes: Mapping[K, int | str]) -> frozenset[K]:
     return suppressed_groups({g: 1 if n == SMALL_CELL_LABEL else int(n) for g, n in sizes.items()})
 
 
-def published_family(sizes: Mapping[K, int | str]) -> dict[K, int | str]:
+def published_family(
+    sizes: Mapping[K, int | str], hidden: frozenset[K] | None = None
+) -> dict[K, int | str]:
     """The sizes of one family of groups (an attribute's groups, a cohort's folds) as
     they leave the service: the groups of :func:`family_withheld` show
     SMALL_CELL_LABEL, the others their size rounded (:func:`rounded_count`), an empty
     group 0. The family's total must be published rounded too (``published_count``):
     an exact total minus rounded parts is still fuzzy, but an exact total minus exact
-    parts is the withheld group.
+    parts is the withheld group. ``hidden``: the family's withheld groups when decided
+    with its linked families (:func:`model_withheld`), else :func:`family_withheld`.
 
     >>> published_family({"a": 4, "b": 86, "c": 646, "d": 3458})
     {'a': '<11', 'b': '<11', 'c': 645, 'd': 3460}
     >>> published_family({"x": 0, "y": 40, "z": 52})
     {'x': 0, 'y': 40, 'z': 50}
     """
-    hidden = family_withheld(sizes)
+    if hidden is None:
+        hidden = family_withheld(sizes)
     return {
         g: SMALL_CELL_LABEL if g in hidden else rounded_count(n)  # type: ignore[arg-type]
         for g, n in sizes.items()

@@ -12,7 +12,8 @@ the rule of :mod:`monitor.core.privacy`:
   evaluations carry ``released``, so the window history shows releases only;
 * a **group** (records and selection rate) is released the same way on its own records,
   withheld at once when the small-cell rule or secondary suppression says so
-  (:func:`~monitor.core.privacy.suppressed_groups`), and published rounded;
+  (:func:`~monitor.core.privacy.model_withheld`: within each attribute and, for an
+  intersection, within each of its margin groups), and published rounded;
 * the **window size** likewise, on the whole window, published rounded.
 
 "Differs by" is exact: the records in one of the two windows and not in the other (the
@@ -39,12 +40,12 @@ import numpy as np
 from monitor.core.events import CellEvent
 from monitor.core.privacy import (
     SMALL_CELL,
+    model_withheld,
     records_changed,
     releasable,
     reportable,
     rounded_count,
     rounded_rate,
-    suppressed_groups,
 )
 from monitor.core.results import CellEvaluation
 
@@ -237,9 +238,13 @@ class ModelPublication:
     def _release_groups(self, counts: WindowCounts) -> None:
         size = self._release_window(counts)
         groups: dict[str, dict[str, PublishedGroup]] = {}
+        every = {
+            attr: {code: int(x) for code, x in zip(g.codes, g.records, strict=True)}
+            for attr, g in counts.groups.items()
+        }
+        withheld = model_withheld(every)
         for attr, g in counts.groups.items():
-            sizes = {code: int(x) for code, x in zip(g.codes, g.records, strict=True)}
-            hidden = suppressed_groups(sizes)
+            sizes, hidden = every[attr], withheld[attr]
             shown: dict[str, PublishedGroup] = {}
             for i, code in enumerate(g.codes):
                 key = (attr, code)
