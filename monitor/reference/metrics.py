@@ -107,6 +107,20 @@ def metric_from_records(
     raise ValueError(f"unknown metric {name!r}")
 
 
+def _denominator_from_records(
+    name: str, m: np.ndarray, label: np.ndarray, decision: np.ndarray
+) -> int:
+    """The records one group's rate of metric ``name`` rests on (its mask ``m``): positives
+    for EOPP, the fewer of positives and negatives for EOD, flagged for PP, all otherwise."""
+    if name == "EOPP":
+        return int((m & (label == 1)).sum())
+    if name == "EOD":
+        return min(int((m & (label == 1)).sum()), int((m & (label == 0)).sum()))
+    if name == "PP":
+        return int((m & (decision == 1)).sum())
+    return int(m.sum())
+
+
 def evaluated_groups_from_records(
     name: str,
     group: np.ndarray,
@@ -120,15 +134,7 @@ def evaluated_groups_from_records(
     need = max(int(min_support), 1)
     out = 0
     for g in included:
-        m = group == g
-        if name == "EOPP":
-            n = int((m & (label == 1)).sum())
-        elif name == "EOD":
-            n = min(int((m & (label == 1)).sum()), int((m & (label == 0)).sum()))
-        elif name == "PP":
-            n = int((m & (decision == 1)).sum())
-        else:
-            n = int(m.sum())
+        n = _denominator_from_records(name, group == g, label, decision)
         out += n >= need
     return out
 
@@ -146,15 +152,7 @@ def smallest_denominator_from_records(
     need = max(int(min_support), 1)
     counts = []
     for g in included:
-        m = group == g
-        if name == "EOPP":
-            n = int((m & (label == 1)).sum())
-        elif name == "EOD":
-            n = min(int((m & (label == 1)).sum()), int((m & (label == 0)).sum()))
-        elif name == "PP":
-            n = int((m & (decision == 1)).sum())
-        else:
-            n = int(m.sum())
+        n = _denominator_from_records(name, group == g, label, decision)
         if n >= need:
             counts.append(n)
     return float(min(counts)) if len(counts) >= 2 else math.nan
