@@ -31,6 +31,7 @@ import duckdb
 import pandas as pd
 
 from monitor.core.coverage import needs_outcome
+from monitor.core.privacy import published_count
 from monitor.store import queries
 
 PLANTED = ("los-xgb-discharge", "DI", "sex")
@@ -85,8 +86,9 @@ def label_cells(db: str | Path, model: str = PLANTED[0]) -> list[dict[str, Any]]
         out.append(
             {
                 "cell": f"{r['metric']} x {r['attribute']}",
-                "predictions": r.get("predictions"),
-                "with_outcome": r.get("with_outcome"),
+                # counts as the service publishes them (rounded to 5, withheld under 11)
+                "predictions": _published(r.get("predictions")),
+                "with_outcome": _published(r.get("with_outcome")),
                 "verdict": r.get("dominant_verdict"),
                 "coverage_gap": cov.get("gap"),
                 "coverage": {g: v.get("coverage") for g, v in (cov.get("groups") or {}).items()},
@@ -145,3 +147,8 @@ def run_outcome_lead(run_demo: DemoRunner, out_dir: str, bias: str | None) -> di
         out["biased_flip"] = first_confirmed_flip(biased_db)
         out["biased_label_cells"] = cells
     return out
+
+
+def _published(n: Any) -> Any:
+    """A stored count as the API shows it (None: not stored)."""
+    return None if n is None else published_count(n)

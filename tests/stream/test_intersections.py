@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from monitor.config import ConfigError, config_from_mapping
-from monitor.core.axis1 import run_axis1
 from monitor.core.counts import CountTable
+from monitor.core.outcome_split import run_split, split_tables_from_frame
 from monitor.core.tables import tables_from_frame
 from monitor.store import Store
 from monitor.stream.pipeline import Pipeline
@@ -103,9 +103,11 @@ def test_streamed_intersection_cells_equal_the_offline_engine_and_survive_a_rest
     rows = wr[wr["model_id"] == "model-00"].iloc[-7 * 6 :]
     end = int(rows["window_end_count"].iloc[0])
     records = ref.window_records("model-00", end_count=end, last_n=CFG.window.size)
-    offline = run_axis1(
-        tables_from_frame(records.assign(model_id="model-00"), CFG), CFG, int(rows["seed"].iloc[0])
-    )
+    # DI and SPD stratify by group only (issue 23): the split engine is the offline one
+    offline = run_split(
+        *split_tables_from_frame(records.assign(model_id="model-00"), CFG), CFG,
+        int(rows["seed"].iloc[0]),
+    )  # fmt: skip
     got = {(r["metric"], r["attribute"]): r for r in rows["result"]}
     assert len(offline) == len(got) == 7 * 6
     for c in offline:
