@@ -31,7 +31,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -112,6 +112,8 @@ class EmbeddedSource:
         #: True once the input is used up (``run`` then returns 0 at once).
         self.exhausted = False
         self.stats = EmbeddedSourceStats()
+        #: called at each turn of :meth:`run`'s loop (the service's liveness); cheap
+        self.on_turn: Callable[[], None] | None = None
 
     @classmethod
     def from_config(
@@ -143,6 +145,8 @@ class EmbeddedSource:
         start = time.monotonic()
         handed = 0
         while not stop.is_set():
+            if self.on_turn is not None:
+                self.on_turn()
             if max_messages is not None and handed >= max_messages:
                 break
             limit = self._chunk if max_messages is None else min(self._chunk, max_messages - handed)

@@ -31,6 +31,7 @@ import threading
 import time
 import types
 import warnings
+from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from typing import Any
 from consumers.base import LagReport, Origin, Sink, SinkRetriesExhaustedError
 from consumers.kafka_eof_fix import deliver_bytes_before_eof
 from monitor.config.sources import KafkaConfig
+from monitor.core.locks import named_lock
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +91,14 @@ class KafkaSourceStats:
     commit_failures: int = 0
 
 
-def _rebalance_listener(kafka: types.ModuleType, source: KafkaSource) -> Any:
-    """The source's rebalance callbacks (they run inside ``poll``, on the polling thread).
+def _rebalance_listener(kafka: types.ModuleType, record: Callable[[str, Any], None]) -> Any:
+    """The source's rebalance callbacks: they only record what the group did.
+
+    kafka-python 3 runs them on its own IO thread (its coordinator warns that a slow one
+    blocks heartbeats), not inside ``poll`` on the polling thread: work there (flushing
+    the pipeline, which writes to the store and reports to the exporter) froze the service
+    when it met a scrape. The polling thread acts on what was recorded after its next
+    poll, before it commits (:meth:`KafkaSource._take_rebalances`).
 
     Built here because kafka-python insists on a ConsumerRebalanceListener subclass and is
     imported lazily.
@@ -98,10 +106,13 @@ def _rebalance_listener(kafka: types.ModuleType, source: KafkaSource) -> Any:
 
     class _Listener(kafka.ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked: Any) -> None:
-            source._revoked(revoked)
+            record("revoked", revoked)
+
+        def on_partitions_lost(self, lost: Any) -> None:
+            record("lost", lost)
 
         def on_partitions_assigned(self, assigned: Any) -> None:
-            source._assigned(assigned)
+            record("assigned", assigned)
 
     return _Listener()
 
@@ -240,11 +251,14 @@ class KafkaSource:
         self._on_lag = on_lag
         self._offset_and_metadata = kafka.structs.OffsetAndMetadata
         self._kafka_error = kafka.errors.KafkaError
-        self._lock = threading.RLock()
+        self._lock = named_lock("source", reentrant=True)
         #: next offset to process per partition, as last committed by this source
         self._committed: dict[Any, int] = {}
         self._closed = False
         self.stats = KafkaSourceStats()
+        #: called at each turn of :meth:`run`'s loop, from its thread (the service's
+        #: liveness: a loop that stops turning is stuck); must be cheap and never block
+        self.on_turn: Callable[[], None] | None = None
         #: rebuild on assignment (see _rebuild_assigned): only for a sink that keeps history
         self._horizon_ms = (
             None if horizon_days is None or not hasattr(sink, "forget_partitions")
@@ -255,9 +269,16 @@ class KafkaSource:
         #: partition -> the group's committed offset when it was assigned, while the history
         #: before it is being replayed (nothing is committed for it until that is reached)
         self._rebuilding: dict[Any, int] = {}
+        #: what the group's callbacks reported, in order, for the polling thread (appended
+        #: on kafka-python's IO thread; a deque's append and popleft are thread-safe)
+        self._rebalances: deque[tuple[str, frozenset[Any]]] = deque()
+        #: each rebalance the polling thread acted on: (kind, partitions, thread name)
+        self.rebalance_log: deque[tuple[str, tuple[tuple[str, int], ...], str]] = deque(
+            maxlen=256
+        )
         self._consumer = open_consumer(cfg)
         self._broker_connected = _broker_connected_probe(self._consumer)
-        listener = _rebalance_listener(kafka, self)
+        listener = _rebalance_listener(kafka, self._record_rebalance)
         self._consumer.subscribe(topics=list(cfg.topics), listener=listener)
         log.info("kafka source: %s", cfg.describe())
 
@@ -286,6 +307,8 @@ class KafkaSource:
         pool = ThreadPoolExecutor(1, thread_name_prefix="kafka-prefetch") if cfg.prefetch else None
         try:
             while not stop.is_set() and not self._closed:
+                if self.on_turn is not None:
+                    self.on_turn()
                 if max_messages is not None and handed >= max_messages:
                     break
                 try:
@@ -352,15 +375,24 @@ class KafkaSource:
         return cap if max_messages is None else min(cap, max_messages - handed)
 
     def _poll(self, limit: int) -> Mapping[Any, list[Any]]:
-        """One poll (on the run thread, or ahead on the prefetch thread), with the rebuild
-        of partitions the group assigned in it."""
+        """One poll (on the run thread, or ahead on the prefetch thread), then what the
+        group's callbacks recorded meanwhile, then the rebuild of partitions it assigned.
+
+        The sink is called with no lock of the source's held: forgetting a revoked
+        partition's models flushes the pipeline (store writes, metrics)."""
         with self._lock:
             if self._closed:
                 return {}
             polled = self._consumer.poll(timeout_ms=self._cfg.poll_timeout_ms, max_records=limit)
-            if self._to_position:
-                polled = self._rebuild_assigned(polled)
-            return polled
+            actions = self._take_rebalances()
+        self._tell_sink(actions)
+        if self._to_position:
+            held = self._sink.source_offsets()  # type: ignore[attr-defined]
+            with self._lock:
+                if self._closed:
+                    return {}
+                polled = self._rebuild_assigned(polled, held)
+        return polled
 
     def _firsts(self, ahead: Future) -> dict[Any, int]:
         """First offset per partition of a poll made ahead (waits for it). A poll that
@@ -383,32 +415,52 @@ class KafkaSource:
 
     # ------------------------------------------------------------------ rebalances
 
-    def _assigned(self, assigned: Any) -> None:
-        if assigned:
-            log.info("kafka source: partitions assigned: %s", sorted(assigned))
-        if self._horizon_ms is not None:
-            self._to_position.update(assigned)
-            # a restarted member may hold models of partitions the group gave to others
-            owned = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
-            dropped = self._sink.keep_partitions(owned)  # type: ignore[attr-defined]
-            if dropped:
-                log.info("kafka source: %d models of partitions owned elsewhere dropped",
-                         len(dropped))  # fmt: skip
+    def _record_rebalance(self, kind: str, partitions: Any) -> None:
+        """A rebalance callback (kafka-python's IO thread): record, nothing else."""
+        self._rebalances.append((kind, frozenset(partitions or ())))
 
-    def _revoked(self, revoked: Any) -> None:
-        for tp in revoked:
-            self._committed.pop(tp, None)
-            self._to_position.discard(tp)
-            if self._rebuilding.pop(tp, None) is not None:
-                log.info("kafka source: rebuild of %s abandoned: partition revoked", tp)
-        if revoked:
-            log.info("kafka source: partitions revoked: %s", sorted(revoked))
-            if self._horizon_ms is not None:  # their new owner rebuilds and exports them
-                self._sink.forget_partitions(  # type: ignore[attr-defined]
-                    [(tp.topic, tp.partition) for tp in revoked]
-                )
+    def _take_rebalances(self) -> list[tuple[str, Any]]:
+        """On the polling thread, under the source's lock: the source's own bookkeeping of
+        each recorded rebalance, in order; returns what the sink must be told."""
+        actions: list[tuple[str, Any]] = []
+        while self._rebalances:
+            kind, tps = self._rebalances.popleft()
+            parts = tuple(sorted((t.topic, t.partition) for t in tps))
+            self.rebalance_log.append((kind, parts, threading.current_thread().name))
+            if kind == "assigned":
+                if tps:
+                    log.info("kafka source: partitions assigned: %s", sorted(tps))
+                if self._horizon_ms is not None:
+                    self._to_position.update(tps)
+                    # a restarted member may hold models of partitions the group gave away
+                    owned = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
+                    actions.append(("keep", owned))
+                continue
+            for tp in tps:  # revoked, or lost (evicted: the group gave them away already)
+                self._committed.pop(tp, None)
+                self._to_position.discard(tp)
+                if self._rebuilding.pop(tp, None) is not None:
+                    log.info("kafka source: rebuild of %s abandoned: partition %s", tp, kind)
+            if tps:
+                log.info("kafka source: partitions %s: %s", kind, sorted(tps))
+                if self._horizon_ms is not None:  # their new owner rebuilds and exports them
+                    actions.append(("forget", [(tp.topic, tp.partition) for tp in tps]))
+        return actions
 
-    def _rebuild_assigned(self, polled: dict[Any, list[Any]]) -> dict[Any, list[Any]]:
+    def _tell_sink(self, actions: list[tuple[str, Any]]) -> None:
+        """The sink's side of the rebalances, with no lock of the source's held."""
+        for kind, arg in actions:
+            if kind == "keep":
+                dropped = self._sink.keep_partitions(arg)  # type: ignore[attr-defined]
+                if dropped:
+                    log.info("kafka source: %d models of partitions owned elsewhere dropped",
+                             len(dropped))  # fmt: skip
+            else:
+                self._sink.forget_partitions(arg)  # type: ignore[attr-defined]
+
+    def _rebuild_assigned(
+        self, polled: Mapping[Any, list[Any]], held: Mapping[tuple[str, int], int]
+    ) -> Mapping[Any, list[Any]]:
         """Replay what the sink lacks of each newly assigned partition, before going on.
 
         A partition handed over by the group (its previous owner died, or left) resumes at
@@ -430,7 +482,7 @@ class KafkaSource:
         self._to_position.clear()
         if not tps:
             return polled
-        held = self._sink.source_offsets()  # type: ignore[attr-defined]
+        polled = dict(polled)
         assert self._horizon_ms is not None
         since = int(time.time() * 1000) - self._horizon_ms
         timeout = self._cfg.request_timeout_ms
@@ -578,6 +630,11 @@ class KafkaSource:
         if not self._closed and not self._broker_connected():
             return False, "broker unreachable"
         return True, "ok"
+
+    def broker_reachable(self) -> bool:
+        """Whether the consumer holds an established broker connection (any thread, never
+        blocking): the service's liveness does not count records waiting behind an outage."""
+        return self._closed or bool(self._broker_connected())
 
     def lag(self, *, exact: bool = False) -> LagReport:
         """Unprocessed messages per assigned partition: high-water mark - next offset.

@@ -235,11 +235,11 @@ def _service_config(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    import signal
     import threading
 
     from monitor.config.sources import embedded_config
     from monitor.service.app import MonitorService, run_until_stopped
+    from monitor.service.shutdown import ShutdownGuard
 
     config, kafka_cfg = _service_config(args)
     emb = config.embedded
@@ -263,8 +263,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         results_outbox=fleet,
     )
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    # SIGTERM/SIGINT: stop within service.shutdown_grace_s, or stacks to the log and exit 70
+    guard = ShutdownGuard(stop, config.service.shutdown_grace_s, on_stop=service.begin_stop)
+    guard.install()
     relay = None
     try:
         if fleet:
@@ -287,6 +288,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 source.close()
                 raise
             service.source_health = source.health
+            service.source_reachable = source.broker_reachable
         else:
             from consumers.embedded import EmbeddedSource
 

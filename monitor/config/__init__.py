@@ -472,6 +472,15 @@ class ServiceConfig(_Strict):
     #: HMAC-SHA256 key of dead-letter payload hashes (hex, >= 32 hex digits); empty: the
     #: environment variable VFR_PAYLOAD_HASH_KEY, else a random key kept in the DuckDB file
     payload_hash_key: str = Field("", pattern=r"^([0-9a-fA-F]{32,128})?$")
+    #: SIGTERM/SIGINT: the data routes stop, the source closes, work in flight is written
+    #: and the process exits within this many seconds; past it every thread's stack goes
+    #: to the log and it exits with status 70 (docs/runbooks/shutdown-and-stalls.md).
+    #: Keep it below the orchestrator's own grace (Kubernetes: 30 s by default).
+    shutdown_grace_s: float = Field(20.0, gt=0, le=600)
+    #: liveness (/healthz answers 503): the ingest loop or the ticker has not turned for
+    #: this long, or nothing was stored for this long while records wait at a reachable
+    #: source (monitor.service.liveness)
+    stall_after_s: float = Field(120.0, ge=5)
 
 
 class MonitorConfig(_Strict):

@@ -34,6 +34,7 @@ from typing import Any
 from batch_axes.axis3 import LANDIS_KOCH
 from batch_axes.mppd_sample import Z95
 from monitor.core.explain import tier_name
+from monitor.core.locks import named_lock
 from monitor.core.privacy import SMALL_CELL_LABEL as WITHHELD
 from monitor.report.data import (
     WITHHELD_TIER,
@@ -98,7 +99,7 @@ class FigureCache:
     def __init__(self, max_bytes: int = 64 << 20, directory: str | Path | None = None):
         self.max_bytes = max_bytes
         self.directory = None if directory is None else Path(directory)
-        self._lock = threading.Lock()
+        self._lock = named_lock("figures")
         self._svgs: OrderedDict[str, str] = OrderedDict()
         self._bytes = 0
         #: figures drawn and figures served from the cache (tests and the bench read them)

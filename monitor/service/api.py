@@ -12,7 +12,9 @@ Routes::
     GET /              the governance report of the service's DuckDB file (HTML, self-contained;
                        the view's last background drawing: monitor.service.page_renderer)
     GET /metrics       Prometheus text format of the Exporter's own registry
-    GET /healthz       200 "ok" while the process serves requests
+    GET /healthz       200 "ok" while the process does its job; 503 "stalled: ..." when its
+                       ingest loop is stuck or stores nothing while records wait
+                       (StateView.alive, monitor.service.liveness): restart it
     GET /readyz        200 {"status": "ready"} or 503 {"status": "not ready", "reason": ...}
     GET /api/cells     JSON list, StateView.cells(); ?limit=1..1000 &offset=>=0 (default all);
                        each row with "driver": the sentence on what drives a failing or
@@ -120,6 +122,9 @@ class StateView(Protocol):
     def ready(self) -> tuple[bool, str]:
         """(ready, reason): reason says what is missing when not ready."""
         ...
+
+    # optional: ``alive() -> (alive, reason)`` for /healthz (never blocking); a view
+    # without it is always alive
 
     def cells(self) -> list[dict]: ...
 
@@ -250,6 +255,11 @@ class _Routes:
         return _send(200, self.exporter.render(), CONTENT_TYPE_LATEST)
 
     def healthz(self, query: dict[str, list[str]]) -> Response:
+        alive = getattr(self.view, "alive", None)
+        if alive is not None:
+            ok, reason = alive()
+            if not ok:
+                return _send(503, f"stalled: {reason}\n".encode(), TEXT_TYPE)
         return _send(200, b"ok\n", TEXT_TYPE)
 
     def readyz(self, query: dict[str, list[str]]) -> Response:
@@ -610,6 +620,8 @@ class _Admission:
         self.max_connections = max_connections
         self.probe_reserve = probe_reserve
         self.probes = 0
+        #: set at SIGTERM (ApiServer.stop_data_routes): every route but the probes is 503
+        self.stopping = False
 
 
 class _GuardedH11Protocol(H11Protocol):
@@ -648,6 +660,10 @@ class _GuardedH11Protocol(H11Protocol):
                 await self._inner_app(scope, receive, send)
             finally:
                 adm.probes -= 1
+            return
+        if adm.stopping:
+            headers = {"Connection": "close"}
+            await _json(503, {"error": "shutting down"}, headers)(scope, receive, send)
             return
         # this request's own task and connection are already in the sets
         if len(self.connections) >= adm.max_connections or len(self.tasks) > adm.max_connections:
@@ -713,8 +729,9 @@ class ApiServer:
     """A running API: ``address`` / ``port`` (the real one when 0 was asked), ``close()``."""
 
     def __init__(self, server: uvicorn.Server, thread: threading.Thread, sock: socket.socket,
-                 tls: bool):  # fmt: skip
+                 tls: bool, admission: _Admission | None = None):  # fmt: skip
         self._server = server
+        self._admission = admission
         self._thread = thread
         self._sock = sock
         self._address = sock.getsockname()[:2]
@@ -734,6 +751,11 @@ class ApiServer:
         host, port = self.address
         scheme = "https" if self.tls else "http"
         return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+    def stop_data_routes(self) -> None:
+        """Shutting down: every route but /healthz and /readyz answers 503 from now on."""
+        if self._admission is not None:
+            self._admission.stopping = True
 
     def close(self) -> None:
         """Stop serving and release the port; safe to call twice."""
@@ -783,9 +805,9 @@ def serve(
     limits = limits or HttpLimits()
     web = web_config or WebConfig()
     app = build_app(exporter, view, api_enabled=api_enabled, users=web.users, limits=limits)
+    admission = _Admission(limits.max_connections, limits.probe_reserve)
     protocol = type("GuardedH11Protocol", (_GuardedH11Protocol,), {
-        "header_timeout_s": limits.header_timeout_s,
-        "admission": _Admission(limits.max_connections, limits.probe_reserve),
+        "header_timeout_s": limits.header_timeout_s, "admission": admission,
     })  # fmt: skip
     tls = web.tls
     config = uvicorn.Config(
@@ -817,7 +839,7 @@ def serve(
             sock.close()
             raise RuntimeError("api: the HTTP server did not start (see the log)")
         time.sleep(0.01)
-    api = ApiServer(server, thread, sock, tls=tls is not None)
+    api = ApiServer(server, thread, sock, tls=tls is not None, admission=admission)
     log.info("api listening on %s (auth %s)", api.url, "on" if web.users else "off")
     return api
 

@@ -40,6 +40,7 @@ from monitor.core.tables import attribute_groups, tables_from_frame
 from monitor.service.api import ApiServer, serve_configured
 from monitor.service.cohort_book import CohortBook, CohortView
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
+from monitor.service.liveness import Liveness
 from monitor.service.outbox_relay import OutboxRelay
 from monitor.service.page_renderer import PageRenderer
 from monitor.service.scheduler import AxisScheduler, JobOutcome, JobSpec
@@ -149,6 +150,11 @@ class MonitorService:
         self.ready_reason = "starting"
         #: the source's health check (KafkaSource.health), read by /readyz
         self.source_health: Callable[[], tuple[bool, str]] | None = None
+        #: whether the source reaches its broker (KafkaSource.broker_reachable), read by
+        #: /healthz: records waiting behind an outage are readiness's business, not a stall
+        self.source_reachable: Callable[[], bool] | None = None
+        #: the ingest loop's and the ticker's turns, for /healthz (monitor.service.liveness)
+        self.liveness = Liveness(config.service.stall_after_s)
         self.last_ingest = clock()
         # a restart must not count the restored windows' old events again
         self._old_events_seen = {v.model_id: v.old_events for v in self.pipeline.model_views()}
@@ -167,10 +173,23 @@ class MonitorService:
         self.ready_reason = "ok"
         log.info("vfr-monitor serving on %s", self.api.url)
 
+    def begin_stop(self) -> None:
+        """A signal came (any thread; never blocks): not ready, no longer expected to
+        turn, and every route but the probes answers 503 while the rest stops."""
+        self.ready_reason = "stopping"
+        self.liveness.stop()
+        if self.api is not None:
+            self.api.stop_data_routes()
+
     def close(self) -> None:
         """Graceful stop: the caller has already let the source finish its batch."""
         self.ready_reason = "stopping"
+        self.liveness.stop()
+        if self.api is not None:
+            self.api.stop_data_routes()
         try:
+            # a running axis job finishes (bounded by the process's shutdown grace); the
+            # jobs not started yet are dropped and run at the next start
             self.scheduler.shutdown(wait=True)
         except Exception:
             log.warning("scheduler shutdown failed")
@@ -234,6 +253,7 @@ class MonitorService:
         now = self.clock()
         if report.received:
             self.last_ingest = now
+            self.liveness.progressed()
         if report.evaluations:
             self.page_version += len(report.evaluations)
         window_n = {c.key: c.result.window_n for c in report.cells}
@@ -446,6 +466,13 @@ class MonitorService:
             cursor.close()
 
     # ------------------------------------------------------------------ StateView for the API
+    def alive(self) -> tuple[bool, str]:
+        """For /healthz (the event loop: reads a few floats, never waits): False when the
+        ingest loop or the ticker is stuck, or nothing is stored while records wait at a
+        reachable source (monitor.service.liveness)."""
+        reachable = self.source_reachable() if self.source_reachable is not None else True
+        return self.liveness.check(sum(self._lag.values()), reachable)
+
     def ready(self) -> tuple[bool, str]:
         """Ready when started and the source can consume (broker reachable, sink storing)."""
         if self.ready_reason != "ok":
@@ -524,8 +551,11 @@ def run_until_stopped(
     reports no lag (or, for a replay, is exhausted): for batch-like runs and tests.
     """
 
+    live = service.liveness
+
     def ticker() -> None:
         while not stop.wait(tick_s):
+            live.ticked()
             try:
                 service.pipeline.tick()
                 lag = source.lag() if hasattr(source, "lag") else {}
@@ -540,10 +570,14 @@ def run_until_stopped(
             except Exception as exc:
                 log.warning("tick failed: %s", type(exc).__name__)
 
+    if hasattr(source, "on_turn"):
+        source.on_turn = live.turned
+    live.start()
     t = threading.Thread(target=ticker, name="vfr-tick", daemon=True)
     t.start()
     try:
         return source.run(stop, max_messages=max_messages)
     finally:
+        live.stop()
         stop.set()
         t.join(timeout=5)

@@ -44,7 +44,6 @@ consistent across versions.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -55,6 +54,7 @@ import numpy as np
 
 from batch_axes.cohort_counts import CohortCounts
 from monitor.config import MonitorConfig
+from monitor.core.locks import named_lock
 from monitor.core.tables import grid_groups
 from monitor.store import queries
 
@@ -126,7 +126,7 @@ class CohortBook:
         self.attributes = [(a.name, tuple(a.codes)) for a in config.attributes]
         self.days_us = round(float(config.service.cohort_days) * 86_400e6)
         self._cohorts: dict[str, _Cohort] = {}
-        self._lock = threading.Lock()
+        self._lock = named_lock("cohort_book")
 
     # ---------------------------------------------------------------- life cycle
     def keep_only(self, models: Collection[str]) -> None:

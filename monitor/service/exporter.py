@@ -61,6 +61,7 @@ it exports no window size and no rolling AUROC or accuracy.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -75,6 +76,7 @@ from prometheus_client.registry import Collector
 
 from monitor.config import EXPORTABLE_ID, GROUP_CODE
 from monitor.core.events import CellEvent
+from monitor.core.locks import named_lock
 from monitor.core.numbers import as_float, float_or_none
 from monitor.core.privacy import SMALL_CELL, published, reportable
 from monitor.core.results import CellEvaluation
@@ -348,12 +350,23 @@ class _StateCollector(Collector):
     def __init__(self, state: Callable[[], StateSnapshot], group_codes: frozenset[str]) -> None:
         self.state = state
         self.group_codes = group_codes
+        #: the snapshot :meth:`Exporter.render` read before taking the exporter's lock
+        self._given = threading.local()
+
+    @contextlib.contextmanager
+    def given(self, snap: StateSnapshot) -> Iterator[None]:
+        """Collect from ``snap`` (on this thread) instead of calling ``state``."""
+        self._given.snap = snap
+        try:
+            yield
+        finally:
+            self._given.snap = None
 
     def describe(self) -> Iterable[Metric]:
         return []  # built per scrape; nothing to pre-register
 
     def collect(self) -> Iterator[Metric]:
-        snap = self.state()
+        snap = getattr(self._given, "snap", None) or self.state()
         yield from self._cells(snap.cells)
         yield from self._models(snap.models)
         lag = GaugeMetricFamily(
@@ -486,7 +499,7 @@ class Exporter:
         self.registry.register(_WithoutCreated(self._inner))
         self.state_collector = _StateCollector(state, self._group_codes)
         self.registry.register(self.state_collector)
-        self._lock = threading.RLock()
+        self._lock = named_lock("exporter", reentrant=True)
         self._labelled: list[tuple[MetricWrapperBase, tuple[str, ...]]] = []
         self._reasons: set[str] = set()
 
@@ -747,6 +760,14 @@ class Exporter:
 
     # ------------------------------------------------------------------ exposition
     def render(self) -> bytes:
-        """Text exposition format (version 0.0.4) of this exporter's registry only."""
-        with self._lock:
+        """Text exposition format (version 0.0.4) of this exporter's registry only.
+
+        The service's state is read first, holding none of the exporter's locks (reading
+        it takes the pipeline's); only then is the exposition written, under the
+        exporter's lock, from that snapshot. A scrape that held the exporter's lock while
+        it waited for the pipeline's froze the service when a rebalance's flush reported
+        to the exporter under the pipeline's lock (monitor.core.locks).
+        """
+        snap = self.state_collector.state()
+        with self._lock, self.state_collector.given(snap):
             return generate_latest(self.registry)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from monitor import __version__
 from monitor.config import MonitorConfig
+from monitor.core.locks import named_lock
 from monitor.core.privacy import published_cell, published_count
 from monitor.core.results import CellEvaluation
 from monitor.service.api import ApiServer, serve_configured
@@ -53,7 +54,7 @@ class FleetView:
         self.exporter = Exporter(
             __version__, group_codes=[c for a in config.grid_attributes for c in a.codes]
         )
-        self.lock = threading.Lock()
+        self.lock = named_lock("fleet_view")
         #: messages applied (the status page is redrawn when it changes)
         self.applied = 0
         #: messages that were not results (counted, skipped; their content is not logged)

@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from monitor.core.locks import named_lock
+
 log = logging.getLogger(__name__)
 
 
@@ -91,7 +93,7 @@ class PageRenderer:
         self.max_age_s = max_age_s
         self.clock = clock
         self.wall_clock = wall_clock
-        self._lock = threading.Lock()
+        self._lock = named_lock("page")
         self._drawn: _Drawn | None = None
         self._thread: threading.Thread | None = None
         self._started_at: float | None = None

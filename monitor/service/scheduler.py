@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -54,6 +53,8 @@ from apscheduler.events import (
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
+
+from monitor.core.locks import named_lock
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class _JobState:
     def __init__(self, spec: JobSpec):
         self.spec = spec
         #: Held while an instance runs: the no-overlap rule for every kind of run.
-        self.run_lock = threading.Lock()
+        self.run_lock = named_lock("job")
         self.last_outcome: JobOutcome | None = None
         self.last_success: float | None = None
         self.consecutive_failures = 0
@@ -158,7 +159,7 @@ class AxisScheduler:
         self._max_workers = max_workers
         self._early_min_interval_s = float(early_min_interval_s)
         self._clock = clock
-        self._state_lock = threading.Lock()
+        self._state_lock = named_lock("scheduler_state")
         self._scheduler: BackgroundScheduler | None = None
 
     # -- life cycle -------------------------------------------------------------------

@@ -18,7 +18,6 @@ import hmac
 import math
 import os
 import secrets
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import pyarrow as pa
 from consumers.base import Origin
 from monitor.config import MonitorConfig, StartupError
 from monitor.core.jsonable import to_json
+from monitor.core.locks import named_lock
 from monitor.core.results import EvaluationRecord
 from monitor.store import fleet, migrations, queries
 from monitor.store.key_index import KeyHashes, conflicting_rows
@@ -121,7 +121,7 @@ class Store:
         self._conn.execute(
             f"SET checkpoint_threshold = '{config.service.duckdb_checkpoint_wal}'"
         )
-        self._lock = threading.RLock()  # one writer transaction at a time
+        self._lock = named_lock("store", reentrant=True)  # one writer transaction at a time
         migrations.migrate(self._conn)
         # job_runs ids are taken by the scheduler's threads outside any ingest transaction
         # (autocommit on their own cursors), so a rolled-back ingest must not rewind them:

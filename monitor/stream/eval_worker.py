@@ -29,10 +29,11 @@ from monitor.config import MonitorConfig
 # Only the Axis 1 engine (numpy) and the configuration: not batch_axes.runner, whose
 # imports (pandas, scikit-learn, the slow axes) would triple the worker's memory.
 from monitor.core.axis1 import CellResult, compile_kernels
+from monitor.core.locks import named_lock
 from monitor.core.outcome_split import evaluate_split
 
 _pool: ProcessPoolExecutor | None = None
-_pool_lock = threading.Lock()
+_pool_lock = named_lock("eval_pool")
 #: in the worker: unpickled configurations by their pickled bytes
 _configs: dict[bytes, MonitorConfig] = {}
 

@@ -22,6 +22,7 @@ import pickle
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from consumers.base import Origin
 from monitor.config import MonitorConfig
 from monitor.core.axis1 import CellResult
 from monitor.core.events import CellEvent, CellTracker
+from monitor.core.locks import named_lock
 from monitor.core.outcome_split import run_split
 from monitor.core.results import CellEvaluation, EvaluationRecord, WindowPosition
 from monitor.core.tiers import cell_tier
@@ -238,13 +240,20 @@ class Pipeline:
         self.observer_failures = 0
         #: hop evaluations submitted to the worker, in stream order, not written yet
         self._pending: list[_Job] = []
-        #: reports of evaluations recovered at start-up, for the next on_batch call
+        #: reports made under the lock (batches, flushes, ticks, evaluations recovered at
+        #: start-up), handed to ``on_batch`` once the lock is released (see _locked)
+        self._outbox: deque[BatchReport] = deque()
+        #: reports of evaluations recovered at start-up, queued with the next batch's
         self._unreported: list[BatchReport] = []
+        #: one observer call at a time, in the order the reports were made
+        self._observer_lock = named_lock("observer")
+        #: this thread's depth of holds of ``lock`` (deliveries wait for the outermost)
+        self._depth = threading.local()
         self.use_worker = config.service.evaluation_worker
         self._config_bytes = pickle.dumps(config)
         #: True while the in-memory state is not a faithful copy of the store (see _reload)
         self._stale = False
-        self.lock = threading.RLock()
+        self.lock = named_lock("pipeline", reentrant=True)
         self.stats = PipelineStats()
         #: False: every batch takes the per-message path (the columnar path's oracle)
         self.columnar = True
@@ -358,23 +367,54 @@ class Pipeline:
         # before the owner (the service) holds a reference to the pipeline.
         self._unreported.append(report)
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the pipeline's lock; on leaving this thread's outermost hold, hand the
+        reports made meanwhile to the observer, outside the lock.
+
+        The observer (the service's metrics) takes the exporter's lock, and a scrape holds
+        that while reading this pipeline's state: an observer called under this lock froze
+        the service for good when a partition revocation met a scrape (docs/architecture.md,
+        "Threads and locks").
+        """
+        depth = getattr(self._depth, "n", 0)
+        with self.lock:
+            self._depth.n = depth + 1
+            try:
+                yield
+            finally:
+                self._depth.n = depth
+        if depth == 0:
+            self._deliver()
+
     def _report(self, report: BatchReport) -> None:
-        """Hand committed work to the observer (metrics).
+        """Queue committed work for the observer: delivered now when this thread holds no
+        lock of the pipeline's, else when it releases its outermost hold."""
+        self._outbox.extend(self._unreported)
+        self._unreported.clear()
+        self._outbox.append(report)
+        if getattr(self._depth, "n", 0) == 0:
+            self._deliver()
+
+    def _deliver(self) -> None:
+        """Hand the queued reports to the observer (metrics), one at a time, in order.
 
         The batch is committed: a failing observer must not make the source redeliver it,
         so a failure is logged by type (never values) and counted.
         """
-        if self.on_batch is None:
-            self._unreported.clear()
-            return
-        reports = [*self._unreported, report]
-        self._unreported.clear()
-        for r in reports:
-            try:
-                self.on_batch(r)
-            except Exception as exc:
-                self.observer_failures += 1
-                log.error("after-batch observer failed: %s", type(exc).__name__)
+        while self._outbox:
+            with self._observer_lock:
+                try:
+                    report = self._outbox.popleft()
+                except IndexError:
+                    return
+                if self.on_batch is None:
+                    continue
+                try:
+                    self.on_batch(report)
+                except Exception as exc:
+                    self.observer_failures += 1
+                    log.error("after-batch observer failed: %s", type(exc).__name__)
 
     def _job_at(self, model_id: str, end: int) -> _Job:
         """The evaluation of a model's window as it was at stream position ``end``."""
@@ -543,7 +583,7 @@ class Pipeline:
         """The Sink call: when it returns, the batch and its effects are durable."""
         report = BatchReport(received=len(payloads))
         stats = self.stats
-        with self.lock:
+        with self._locked():
             self._ensure_loaded()
             now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
             batch = self._columnar(payloads, origins, now) if self.columnar else None
@@ -670,7 +710,7 @@ class Pipeline:
         if the partition comes back, the model is restored from there (see
         :meth:`_restore_returning`).
         """
-        with self.lock:
+        with self._locked():
             gone = sorted(m for m in self._ownership.models_on(partitions) if m in self._models)
             if not gone:
                 return []
@@ -702,13 +742,13 @@ class Pipeline:
         """The group's assignment of this member (all of it): drop the models whose
         partition is elsewhere now (a member restarted on a file that holds models the
         group has since given to another member); returns them."""
-        with self.lock:
+        with self._locked():
             stray = self._ownership.partitions_outside(owned)
         return self.forget_partitions(stray) if stray else []
 
     def owned_models(self) -> list[str]:
         """The models this instance holds in memory (all of its file's, unless revoked)."""
-        with self.lock:
+        with self._locked():
             return sorted(self._models)
 
     def _drop(self, model_id: str) -> None:
@@ -727,7 +767,7 @@ class Pipeline:
     # the lock nor sees the mutable state.
     def set_axis_result(self, model_id: str, result: tuple[Axis2Cell, ...] | Axis3Result) -> None:
         """A scheduled axis' new result for a model, read by the next evaluations' tiers."""
-        with self.lock:
+        with self._locked():
             if isinstance(result, Axis3Result):
                 self.axes.set_axis3(model_id, result)
             else:
@@ -735,43 +775,43 @@ class Pipeline:
 
     def latest_cells(self) -> list[CellEvaluation]:
         """The latest evaluation of every cell, in (model, metric, attribute) order."""
-        with self.lock:
+        with self._locked():
             cells = [c for ms in self._models.values() for c in ms.latest.values()]
         return sorted(cells, key=lambda c: c.key)
 
     def published_cells(self) -> list[CellEvaluation]:
         """What the service shows of every cell: its last released evaluation
         (monitor.stream.publication), in (model, metric, attribute) order."""
-        with self.lock:
+        with self._locked():
             cells = [c for ms in self._models.values() for c in ms.publication.published_cells()]
         return sorted(cells, key=lambda c: c.key)
 
     def has_cell(self, model_id: str, metric: str, attribute: str) -> bool:
         """Whether this instance holds an evaluated cell (model, metric, attribute)."""
-        with self.lock:
+        with self._locked():
             ms = self._models.get(model_id)
             return ms is not None and (metric, attribute) in ms.latest
 
     def model_views(self) -> list[ModelView]:
         """Each model held in memory: window size, stream position, groups; by model id."""
-        with self.lock:
+        with self._locked():
             return [self._models[m].view() for m in sorted(self._models)]
 
     def model_view(self, model_id: str) -> ModelView | None:
         """One model's view; None when it is not held here (unknown, or revoked)."""
-        with self.lock:
+        with self._locked():
             ms = self._models.get(model_id)
             return None if ms is None else ms.view()
 
     def evaluation_total(self) -> int:
         """Numbered evaluations of the models held here, summed (grows with each hop)."""
-        with self.lock:
+        with self._locked():
             return sum(ms.evaluations for ms in self._models.values())
 
     def source_offsets(self) -> dict[tuple[str, int], int]:
         """Per (topic, partition), the offset after the last message this store holds (the
         :class:`~consumers.base.HistorySink` call a Kafka source rebuilds from)."""
-        with self.lock:
+        with self._locked():
             return self.store.source_offsets()
 
     def _ensure_loaded(self) -> None:
@@ -927,7 +967,7 @@ class Pipeline:
 
     def flush(self) -> int:
         """Write the evaluations still being computed by the worker; returns how many."""
-        with self.lock:
+        with self._locked():
             self._ensure_loaded()
             if not self._pending:
                 if self._unreported:
@@ -964,7 +1004,7 @@ class Pipeline:
             return 0
         done = 0
         report = BatchReport()
-        with self.lock:
+        with self._locked():
             self._ensure_loaded()
             wall = self.clock()
             due = [
