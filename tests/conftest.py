@@ -3,9 +3,15 @@ real Kafka brokers as fixtures for every test module (started only when a test a
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, settings
 
+from monitor.core import locks
 from tests.support.kafka import (  # noqa: F401 (fixtures)
     _stoppable_broker,
     kafka_broker,
@@ -22,6 +28,30 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("repeatable")
+
+# The lock-order checker (monitor.core.locks) is on for the whole suite: in this process,
+# and through the environment in every service process a test starts, which appends what
+# it finds to this worker's file.
+_LOCK_FILE = Path(tempfile.gettempdir()) / f"vfr-lock-check-{os.getpid()}.jsonl"
+_LOCK_FILE.unlink(missing_ok=True)
+os.environ[locks.ENV] = str(_LOCK_FILE)
+locks.enable_checking(True)
+
+
+@pytest.fixture(autouse=True)
+def _lock_order_checked() -> Iterator[None]:
+    """Fails the test when a lock was taken out of the written order while it ran (here
+    or in a service process it started)."""
+    before = len(locks.violations())
+    size = _LOCK_FILE.stat().st_size if _LOCK_FILE.exists() else 0
+    yield
+    found = [f"{v.message()}\n{v.stack}" for v in locks.violations()[before:]]
+    if _LOCK_FILE.exists() and _LOCK_FILE.stat().st_size > size:
+        with _LOCK_FILE.open(encoding="utf-8") as f:
+            f.seek(size)
+            found += [f"(a service process) {line.strip()}" for line in f if line.strip()]
+    if found:
+        pytest.fail("lock order violations:\n" + "\n".join(found), pytrace=False)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -12,8 +12,9 @@ threads can wait for each other through these locks:
 * ``cohort_book`` (the audit cohorts' count tables) -> ``store``;
 * ``pipeline`` (windows, trackers, pending evaluations; held for a whole ingest
   transaction) -> ``store``, ``eval_pool``;
-* ``store`` (the DuckDB file's single writer), ``eval_pool`` (the evaluation worker's
-  handle), ``exporter`` (the Prometheus registry), ``source`` (kafka-python consumer
+* ``store`` (the DuckDB file's single writer) -> ``eval_pool`` (the evaluation worker's
+  handle: a batch's evaluations are submitted inside its transaction);
+* ``eval_pool``, ``exporter`` (the Prometheus registry), ``source`` (kafka-python consumer
   calls), ``scheduler_state``, ``page`` (the status page), ``figures`` (the figure cache)
   and ``fleet_view`` take nothing under them.
 
@@ -32,14 +33,13 @@ held ones may not take. Violations are kept (:func:`violations`), logged, and, w
 service process's violation after the process ended. Off, a named lock is the plain
 ``threading`` lock: no cost.
 
->>> enable_checking(True)
->>> store, pipeline = named_lock("store"), named_lock("pipeline")
+>>> book = []  # a list of its own here; the suite's checker reads the shared one
+>>> store, pipeline = CheckedLock("store", book=book), CheckedLock("pipeline", book=book)
 >>> with store:
 ...     with pipeline:
 ...         pass
->>> [(v.taking, v.holding) for v in violations()]
+>>> [(v.taking, v.holding) for v in book]
 [('pipeline', ('store',))]
->>> reset_violations(); enable_checking(False)
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ _DIRECT: dict[str, tuple[str, ...]] = {
     "job": ("cohort_book", "pipeline", "store", "scheduler_state"),
     "cohort_book": ("store",),
     "pipeline": ("store", "eval_pool"),
-    "store": (),
+    "store": ("eval_pool",),  # a batch's evaluations are submitted inside its transaction
     "eval_pool": (),
     "exporter": (),
     "source": (),
@@ -157,7 +157,10 @@ def _held() -> list[str]:
     return held
 
 
-def _note(v: Violation) -> None:
+def _note(v: Violation, book: list[Violation] | None) -> None:
+    if book is not None:
+        book.append(v)
+        return
     with _violations_lock:
         _violations.append(v)
     log.error("%s\n%s", v.message(), v.stack)
@@ -173,8 +176,11 @@ def _note(v: Violation) -> None:
 class CheckedLock:
     """A ``threading`` lock that checks the written order each time it is taken."""
 
-    def __init__(self, name: str, reentrant: bool):
+    def __init__(
+        self, name: str, reentrant: bool = False, *, book: list[Violation] | None = None
+    ):
         self.name = name
+        self._book = book
         self._lock: Any = threading.RLock() if reentrant else threading.Lock()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
@@ -183,7 +189,7 @@ class CheckedLock:
             _note(Violation(
                 threading.current_thread().name, self.name, tuple(held),
                 "".join(traceback.format_stack(limit=12)[:-1]),
-            ))  # fmt: skip
+            ), self._book)  # fmt: skip
         ok = self._lock.acquire(blocking, timeout)
         if ok:
             held.append(self.name)

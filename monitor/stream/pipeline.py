@@ -748,7 +748,7 @@ class Pipeline:
 
     def owned_models(self) -> list[str]:
         """The models this instance holds in memory (all of its file's, unless revoked)."""
-        with self._locked():
+        with self.lock:
             return sorted(self._models)
 
     def _drop(self, model_id: str) -> None:
@@ -764,10 +764,11 @@ class Pipeline:
 
     # ------------------------------------------------------------------ reads (the service's)
     # Each takes the lock and returns copies or frozen values: the service never holds
-    # the lock nor sees the mutable state.
+    # the lock nor sees the mutable state. They report nothing, so they take the plain lock
+    # (delivering others' reports is for the calls that make them: see _locked).
     def set_axis_result(self, model_id: str, result: tuple[Axis2Cell, ...] | Axis3Result) -> None:
         """A scheduled axis' new result for a model, read by the next evaluations' tiers."""
-        with self._locked():
+        with self.lock:
             if isinstance(result, Axis3Result):
                 self.axes.set_axis3(model_id, result)
             else:
@@ -775,43 +776,43 @@ class Pipeline:
 
     def latest_cells(self) -> list[CellEvaluation]:
         """The latest evaluation of every cell, in (model, metric, attribute) order."""
-        with self._locked():
+        with self.lock:
             cells = [c for ms in self._models.values() for c in ms.latest.values()]
         return sorted(cells, key=lambda c: c.key)
 
     def published_cells(self) -> list[CellEvaluation]:
         """What the service shows of every cell: its last released evaluation
         (monitor.stream.publication), in (model, metric, attribute) order."""
-        with self._locked():
+        with self.lock:
             cells = [c for ms in self._models.values() for c in ms.publication.published_cells()]
         return sorted(cells, key=lambda c: c.key)
 
     def has_cell(self, model_id: str, metric: str, attribute: str) -> bool:
         """Whether this instance holds an evaluated cell (model, metric, attribute)."""
-        with self._locked():
+        with self.lock:
             ms = self._models.get(model_id)
             return ms is not None and (metric, attribute) in ms.latest
 
     def model_views(self) -> list[ModelView]:
         """Each model held in memory: window size, stream position, groups; by model id."""
-        with self._locked():
+        with self.lock:
             return [self._models[m].view() for m in sorted(self._models)]
 
     def model_view(self, model_id: str) -> ModelView | None:
         """One model's view; None when it is not held here (unknown, or revoked)."""
-        with self._locked():
+        with self.lock:
             ms = self._models.get(model_id)
             return None if ms is None else ms.view()
 
     def evaluation_total(self) -> int:
         """Numbered evaluations of the models held here, summed (grows with each hop)."""
-        with self._locked():
+        with self.lock:
             return sum(ms.evaluations for ms in self._models.values())
 
     def source_offsets(self) -> dict[tuple[str, int], int]:
         """Per (topic, partition), the offset after the last message this store holds (the
         :class:`~consumers.base.HistorySink` call a Kafka source rebuilds from)."""
-        with self._locked():
+        with self.lock:
             return self.store.source_offsets()
 
     def _ensure_loaded(self) -> None:

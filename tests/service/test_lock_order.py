@@ -39,14 +39,16 @@ CFG = config_from_mapping(
 
 @pytest.fixture
 def checked_locks():
-    """Locks made during the test are checked; the test sees what they recorded."""
-    locks.reset_violations()
+    """Locks made during the test are checked (the suite turns the checker on in
+    tests/conftest.py; also here, so this test means the same run alone); the test reads
+    what they record."""
+    was = locks.checking()
     locks.enable_checking(True)
+    before = len(locks.violations())
     try:
-        yield locks
+        yield lambda: locks.violations()[before:]
     finally:
-        locks.enable_checking(False)
-        locks.reset_violations()
+        locks.enable_checking(was)
 
 
 def _payloads(n: int, models: int = 3, seed: int = 5) -> list[bytes]:
@@ -120,18 +122,20 @@ def test_a_revocation_with_evaluations_pending_during_scrapes_neither_freezes_no
     assert not stuck, f"threads still stuck: {stuck}\n" + _stacks()
     assert rounds == 5 and pending_at_revoke > 0, "no revocation met pending evaluations"
     assert len(scrapes) > rounds
-    found = checked_locks.violations()
+    found = checked_locks()
     assert not found, "\n".join(v.message() + "\n" + v.stack for v in found)
 
 
-def test_the_checker_catches_the_old_inversion(checked_locks):
+def test_the_checker_catches_the_old_inversion():
     """The scrape of old: the exporter's lock held while the pipeline's is taken."""
-    exporter, pipeline = locks.named_lock("exporter"), locks.named_lock("pipeline")
+    book: list[locks.Violation] = []
+    exporter = locks.CheckedLock("exporter", book=book)
+    pipeline = locks.CheckedLock("pipeline", book=book)
     with exporter, pipeline:
         pass
     with pipeline, exporter:  # and the revocation's report under the pipeline's lock
         pass
-    assert [(v.holding, v.taking) for v in checked_locks.violations()] == [
+    assert [(v.holding, v.taking) for v in book] == [
         (("exporter",), "pipeline"), (("pipeline",), "exporter"),
     ]  # fmt: skip
 
