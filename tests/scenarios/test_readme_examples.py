@@ -82,6 +82,10 @@ def test_texas_config_audits_a_texas_layout_file(page: str, block: str, tmp_path
 RECIPE_RECORDS = "3000"
 
 
+#: an optional argument or alternatives, as usage synopses write them: not a command
+SYNOPSIS = re.compile(r"\[--|\s\|\s")
+
+
 def _recipes(kind: str) -> list[tuple[str, str, str]]:
     """Every ``produce`` line directly followed by a ``run`` line in a ```sh block, as
     (pages, produce line, run line); ``kind`` "kafka" (produce --bootstrap) or "file".
@@ -92,6 +96,8 @@ def _recipes(kind: str) -> list[tuple[str, str, str]]:
         for produce, run in itertools.pairwise(lines):
             if " produce " not in produce or " run " not in run:
                 continue
+            if any(SYNOPSIS.search(line) for line in (produce, run)):
+                continue  # a usage line (the command line page's `[--option]` list)
             if ("--bootstrap" in produce) == (kind == "kafka"):
                 found.setdefault((produce, run), []).append(page)
     return [(",".join(pages), produce, run) for (produce, run), pages in found.items()]
