@@ -107,3 +107,38 @@ def test_the_method_papers_are_cited_with_their_dois() -> None:
     for doi in ("10.1145/3799682.3840827", "10.1101/2025.09.03.25334999"):
         assert f"https://doi.org/{doi}" in refs, doi
     assert "method.md#references" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _config_reference_hook():
+    """The site's hook that writes the configuration reference (docs/hooks/)."""
+    import importlib.util
+
+    path = DOCS / "hooks" / "config_reference.py"
+    spec = importlib.util.spec_from_file_location("config_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_configuration_reference_has_every_field_with_its_note() -> None:
+    from pydantic import BaseModel
+
+    from monitor.config import MonitorConfig
+
+    hook = _config_reference_hook()
+    page = hook.on_page_markdown(_read("configuration.md"))
+    assert hook.MARKER not in page, "the marker was not replaced"
+    sections = re.split(r"^### ", page, flags=re.MULTILINE)
+    for name, field in MonitorConfig.model_fields.items():
+        model = hook._model_of(field.annotation)
+        if model is None:
+            assert f"| `{name}` |" in sections[1], name  # the top-level table comes first
+            continue
+        heading = f"`[[{name}]]`" if name in hook.ARRAYS else f"`[{name}]`"
+        (section,) = [s for s in sections if s.startswith(heading)]
+        for sub in model.model_fields:
+            assert f"| `{sub}` |" in section, f"{heading} lacks {sub}"
+        assert issubclass(model, BaseModel)
+    # the notes written above fields in the code (the `#:` comments) are carried over
+    assert "DuckDB's memory ceiling" in page
+    assert "Environment: `VFR_KAFKA_BOOTSTRAP`." in page
