@@ -142,3 +142,19 @@ def test_the_configuration_reference_has_every_field_with_its_note() -> None:
     # the notes written above fields in the code (the `#:` comments) are carried over
     assert "DuckDB's memory ceiling" in page
     assert "Environment: `VFR_KAFKA_BOOTSTRAP`." in page
+
+
+def test_the_site_home_says_what_the_readme_says() -> None:
+    """docs/index.md repeats the README's what-and-why (the site cannot include a file
+    outside docs/ with working links); the two must not drift apart."""
+
+    def what_and_why(text: str) -> str:
+        body = text[text.index("vfr-monitor watches") :]
+        body = body[: body.index("\n## ", body.index("## Why a verdict needs a reliability"))]
+        return body.replace(
+            "[docs/method.md](docs/method.md#references)", "[the method](method.md#references)"
+        )
+
+    assert what_and_why(_read("index.md")) == what_and_why(
+        (ROOT / "README.md").read_text(encoding="utf-8")
+    )
