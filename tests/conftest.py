@@ -38,6 +38,29 @@ os.environ[locks.ENV] = str(_LOCK_FILE)
 locks.enable_checking(True)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator:
+    """A failing test's report carries the log of every service process it started (and
+    of any still running), whatever failed: an assertion, a timeout, a teardown."""
+    from tests.support.service_process import STARTED
+
+    report = yield
+    if call.when == "setup":
+        item.stash[_FIRST_PROCESS] = len(STARTED)
+    if report.failed:
+        first = item.stash.get(_FIRST_PROCESS, len(STARTED))
+        for i, svc in enumerate(STARTED):
+            if i >= first or svc.proc.poll() is None:
+                state = "running" if svc.proc.poll() is None else f"exit {svc.proc.returncode}"
+                report.sections.append(
+                    (f"service log: {svc.command} pid {svc.proc.pid} ({state})", svc.output())
+                )
+    return report
+
+
+_FIRST_PROCESS = pytest.StashKey[int]()
+
+
 @pytest.fixture(autouse=True)
 def _lock_order_checked() -> Iterator[None]:
     """Fails the test when a lock was taken out of the written order while it ran (here

@@ -29,10 +29,17 @@ from tests.support.store_reads import window_results
 VFR = Path(sys.executable).with_name("vfr-monitor")
 
 
+#: every service process started in this test run, in order: tests/conftest.py attaches the
+#: log of each one a failing test started (or that still runs) to its report
+STARTED: list[ServiceProcess] = []
+
+
 class ServiceProcess:
     """`vfr-monitor run` in a subprocess; its output is read by a thread into ``lines``."""
 
     def __init__(self, cfg: Path, db: Path, *extra: str, command: str = "run"):
+        STARTED.append(self)
+        self.command = command
         env = {k: v for k, v in os.environ.items() if not k.startswith("VFR_KAFKA")}
         self.proc = subprocess.Popen(
             [str(VFR), command, "--config", str(cfg), "--db", str(db), "--port", "0", *extra],
@@ -79,7 +86,13 @@ class ServiceProcess:
         self._reader.join(10)
 
     def wait(self, timeout: float) -> int:
-        rc = self.proc.wait(timeout=timeout)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"service (pid {self.proc.pid}) still running {timeout} s later:\n"
+                + self.output()
+            ) from None
         self._reader.join(10)
         return rc
 
