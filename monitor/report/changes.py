@@ -37,8 +37,8 @@ from monitor.report.sentences import cell_label, plural
 #: three checks fail (the tier may be the debounced one of a recent window).
 UNRELIABLE_TIERS = frozenset({"High-Variance", "Catastrophic-Instability"})
 
-#: Order of the kinds on the page.
-KIND_ORDER = ("verdict_change", "coin_toss", "still_failing", "withheld")
+#: Coin-toss cells named in a model's summary (the most flips first; the rest counted).
+COIN_TOSSES_NAMED = 4
 
 
 def reliable_verdict(vfr: float | None, tau: float, tier: str | None) -> bool:
@@ -125,25 +125,25 @@ def _change_sentence(m: ModelReport, c: CellPoint, old: str, new: str, at: datet
                      tau: float) -> str:  # fmt: skip
     label = f"{cell_label(c.metric, c.attribute)} of {m.model_id}"
     why = f": {c.driver_clause}" if c.driver_clause else ""
-    vfr = "" if c.vfr is None else f" (flip rate now {c.vfr:.2f}, at most {tau:.2f})"
+    vfr = "" if c.vfr is None else f" (flip rate {c.vfr:.2f})"
     return f"{label} went from {old} to {new}{_month(at)}{why}; stable since{vfr}."
 
 
 def _coin_toss_sentence(m: ModelReport, tossed: list[tuple[CellPoint, int]], tau: float) -> str:
     shown = sorted(tossed, key=lambda t: (-t[1], -(t[0].vfr or 0.0), t[0].key))
     parts = []
-    for c, n in shown[:6]:
+    for c, n in shown[:COIN_TOSSES_NAMED]:
         vfr = "" if c.vfr is None else f", flip rate {c.vfr:.2f}"
         parts.append(f"{cell_label(c.metric, c.attribute)} ({plural(n, 'flip')}{vfr})")
-    more = f" and {plural(len(shown) - 6, 'more cell')}" if len(shown) > 6 else ""
+    rest = len(shown) - COIN_TOSSES_NAMED
+    more = f" and {plural(rest, 'more cell')}" if rest > 0 else ""
     flips = sum(n for _, n in tossed)
     n = len(tossed)
     return (
         f"{plural(n, 'cell')} of {m.model_id} {'has' if n == 1 else 'have'} a coin-toss "
         f"verdict ({plural(flips, 'confirmed flip')} in the period): {', '.join(parts)}{more}. "
-        f"{'Its verdict flips' if n == 1 else 'Their verdicts flip'} back and forth or in "
-        f"more than {tau:.0%} of resamples: act on neither pass nor fail until "
-        f"{'it settles' if n == 1 else 'they settle'}."
+        f"{'It flips' if n == 1 else 'They flip'} back and forth or in more than {tau:.0%} of "
+        "resamples: act on neither pass nor fail."
     )
 
 
@@ -237,28 +237,32 @@ def attention(m: ModelReport, data: ReportData, changes: list[Change]) -> Attent
     kinds = Counter(x.kind for x in changes)
     to_fail = sum(1 for x in changes if x.to_fail)
     to_pass = kinds["verdict_change"] - to_fail
-    shown = [c for c in m.cells if not c.suppressed]
-    failing = sum(1 for c in shown if c.dominant_verdict == "fail" and cell_reliable(c, data.tau))
+    still = kinds["still_failing"]
     tosses = sum(len(x.cells) for x in changes if x.kind == "coin_toss")
+    shown = [c for c in m.cells if not c.suppressed]
     worst = max(
         (tier_levels.get(c.tier, -1) for c in m.cells if c.tier != WITHHELD_TIER), default=-1
     )
     parts = []
     if to_fail:
         parts.append(f"{plural(to_fail, 'verdict')} changed to fail")
-    if to_pass:
-        parts.append(f"{plural(to_pass, 'verdict')} changed to pass")
-    if failing:
-        parts.append(f"{plural(failing, 'cell')} {'fails' if failing == 1 else 'fail'} reliably")
+    if still:
+        other = "other " if to_fail else ""
+        parts.append(
+            f"{plural(still, other + 'cell')} {'fails' if still == 1 else 'fail'} reliably"
+        )
     if tosses:
         parts.append(f"{plural(tosses, 'coin-toss verdict')}")
+    if to_pass:
+        parts.append(f"{plural(to_pass, 'verdict')} changed to pass")
     if parts:
-        head = "needs attention" if to_fail or failing else "to watch"
+        head = "needs attention" if to_fail or still else "to watch"
         line = f"{head}: {'; '.join(parts)} (of {plural(len(m.cells), 'cell')})."
     elif shown:
         line = f"no change; every verdict of its {plural(len(m.cells), 'cell')} passes reliably."
     else:
         line = f"every cell is withheld (fewer than {SMALL_CELL} records)."
+    failing = to_fail + still
     return Attention(
         m.model_id, to_fail, to_pass, failing, tosses, worst, len(m.cells), line, tuple(changes)
     )

@@ -27,7 +27,7 @@ from monitor.core.privacy import ROUNDING_BASE, SMALL_CELL
 from monitor.core.privacy import SMALL_CELL_LABEL as WITHHELD
 from monitor.core.tiers import TIER_LEVEL
 from monitor.report import coverage_figure, figures
-from monitor.report.changes import Attention, cell_reliable, period_changes
+from monitor.report.changes import Attention, cell_reliable, model_changes, period_changes
 from monitor.report.data import (
     WITHHELD_TIER,
     CellPoint,
@@ -46,9 +46,6 @@ from monitor.report.sentences import (
     fmt_count,
     fmt_n,
 )
-
-#: Reliably failing cells listed per model on the first screen (the rest are counted).
-MAX_FAILING_SHOWN = 3
 
 
 @dataclass(frozen=True)
@@ -199,11 +196,18 @@ def _severity(c: CellPoint, tau: float) -> int:
 
 
 def _rows_by_severity(m: ModelReport, data: ReportData) -> list[CellRow]:
-    """Failing-and-reliable cells first, then failing unreliable ones, then worst tier first."""
+    """Failing-and-reliable cells first (those that changed to fail in the period before
+    the others), then failing unreliable ones, then worst tier first."""
     order = {c.key: k for k, c in enumerate(m.cells)}
+    new_fails = {(x.metric, x.attribute) for x in model_changes(m, data) if x.to_fail}
     cells = sorted(
         m.cells,
-        key=lambda c: (_severity(c, data.tau), -TIER_LEVEL.get(c.tier, -2), order[c.key]),
+        key=lambda c: (
+            _severity(c, data.tau),
+            c.key not in new_fails,  # a cell that changed to fail in the period leads
+            -TIER_LEVEL.get(c.tier, -2),
+            order[c.key],
+        ),
     )
     return [cell_row(c, data) for c in cells]
 
@@ -348,22 +352,24 @@ def compare_view(data: ReportData, a: str, b: str) -> dict[str, Any]:
 
 
 def _changes_view(attention: list[Attention]) -> dict[str, Any]:
-    """The first screen: the period's changes (changes to fail first), the coin tosses,
-    the reliably failing cells (a few per model) and one line per model, the models
-    needing attention first."""
+    """The first screen: the period's changes to fail (one line each), the changes to pass
+    (one line per model), the coin tosses, one line per model (those needing attention
+    first) and, folded, the cells that fail reliably and did not change."""
     items = [x for a in attention for x in a.changes]
-    changed = sorted((x for x in items if x.kind == "verdict_change"), key=lambda x: not x.to_fail)
-    failing = []
-    more = 0
+    to_pass = []
     for a in attention:
-        mine = [x for x in a.changes if x.kind == "still_failing"]
-        failing += mine[:MAX_FAILING_SHOWN]
-        more += max(0, len(mine) - MAX_FAILING_SHOWN)
+        mine = [x for x in a.changes if x.kind == "verdict_change" and not x.to_fail]
+        if mine:
+            cells = ", ".join(
+                f"{cell_label(x.metric, x.attribute)}{'' if x.at is None else f' ({x.at:%B %Y})'}"
+                for x in mine
+            )
+            to_pass.append((a.model_id, f"{a.model_id}: {cells}; stable since."))
     return {
-        "changed": changed,
+        "to_fail": [x for x in items if x.to_fail],
+        "to_pass": to_pass,
         "coin_tosses": [x for x in items if x.kind == "coin_toss"],
-        "failing": failing,
-        "failing_more": more,
+        "failing": [x for x in items if x.kind == "still_failing"],
         "withheld": [x for x in items if x.kind == "withheld"],
         "models": [
             (a.model_id, a.line, bool(a.changed_to_fail or a.failing_reliably)) for a in attention

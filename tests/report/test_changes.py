@@ -63,8 +63,7 @@ def test_a_settled_change_to_fail_reads_in_plain_words_with_group_names():
     assert (x.kind, x.old, x.new, x.to_fail) == ("verdict_change", "pass", "fail", True)
     assert x.sentence == (
         "DI by sex of los-xgb-discharge went from pass to fail in July 2026: Female patients "
-        "are selected at 0.27 against 0.44 for Male patients; stable since (flip rate now "
-        "0.00, at most 0.10)."
+        "are selected at 0.27 against 0.44 for Male patients; stable since (flip rate 0.00)."
     )
 
 
@@ -100,7 +99,7 @@ def test_cells_that_flip_back_and_forth_are_one_summary_not_a_list_of_flips():
     one = _model("m", cells[:1], events[:1])
     (x,) = model_changes(one, _data([one]))
     assert x.sentence.startswith("1 cell of m has a coin-toss verdict (1 confirmed flip ")
-    assert "Its verdict flips" in x.sentence
+    assert "It flips back and forth" in x.sentence
 
 
 def test_a_withheld_cell_is_counted_with_no_verdict_or_figure():
@@ -125,13 +124,12 @@ def test_models_needing_attention_come_first():
     quiet = _model("a-control", [_cell("a-control", "DI", "sex", dominant_verdict="pass")], [])
     toss = _model("b-noisy", [_cell("b-noisy", "DI", "race", dominant_verdict="pass",
                                     vfr=0.45)], [])  # fmt: skip
-    hit = _model("c-updated", [_cell("c-updated", "DI", "sex")],
+    hit = _model("c-updated", [_cell("c-updated", "DI", "sex"), _cell("c-updated", "DI", "race")],
                  [_flip("c-updated", "DI", "sex", 9, "pass", "fail", 7)])  # fmt: skip
     got = period_changes(_data([quiet, toss, hit]))
     assert [a.model_id for a in got] == ["c-updated", "b-noisy", "a-control"]
-    assert (
-        got[0].line == "needs attention: 1 verdict changed to fail; 1 cell fails reliably "
-        "(of 1 cell)."
+    assert got[0].line == (
+        "needs attention: 1 verdict changed to fail; 1 other cell fails reliably (of 2 cells)."
     )
     assert got[1].line == "to watch: 1 coin-toss verdict (of 1 cell)."
     assert got[2].line == "no change; every verdict of its 1 cell passes reliably."
