@@ -438,11 +438,16 @@ class CellStory:
         return f"{self.model_id} {self.metric} x {self.attribute}"
 
     def settled(self, tau: float) -> bool:
-        """The confirmed verdict changed over the run and the final verdict is stable."""
+        """The confirmed verdict changed over the run and the final verdict is reliable:
+        flip rate at most tau and a tier that is not High variance or Catastrophic (the
+        report's rule, :func:`monitor.report.changes.reliable_verdict`)."""
+        from monitor.report.changes import reliable_verdict
+
         if self.final is None:
             return False
         changed = bool(self.flips) and self.flips[0].old != self.final.confirmed_verdict
-        return changed and self.final.result.vfr <= tau
+        tiers = {self.final.tier.tier.value, self.final.confirmed_tier}
+        return changed and all(reliable_verdict(self.final.result.vfr, tau, t) for t in tiers)
 
 
 def cell_stories(events: list[CellEvent], cells: list[CellEvaluation]) -> list[CellStory]:
@@ -507,10 +512,11 @@ def _summary(
         *(f"  {m.model_id}: held-out AUROC {m.auroc:.3f}" for m in stream.models),
         f"  confirmed verdict flips: {n_flips} in {sum(1 for st in stories if st.flips)} cells;"
         f" confirmed tier downgrades: {n_down}",
-        f"  verdicts that changed and are stable now (final VFR <= {tau:g}): {len(settled)}",
+        f"  verdicts that changed and are stable now (final VFR <= {tau:g}, tier not High "
+        f"variance or Catastrophic): {len(settled)}",
         *(_story_line(st) for st in settled),
-        f"  cells whose verdict flipped but is not trustworthy (VFR > {tau:g} now, or flipped "
-        f"back): {len(noisy)}",
+        f"  cells whose verdict flipped but is not trustworthy (VFR > {tau:g} or tier High "
+        f"variance or Catastrophic now, or flipped back): {len(noisy)}",
         *(_story_line(st) for st in noisy[:8]),
         *(
             [f"  ... and {len(noisy) - 8} more (events table; /api/events with --follow)"]

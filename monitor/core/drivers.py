@@ -483,48 +483,83 @@ def _pct(x: float) -> str:
     return "under 1 %" if 0 < x < 0.005 else f"{round(100 * x):d} %"
 
 
-def _who(row: Mapping[str, Any], side: str) -> tuple[str, str, float | None, float | None]:
+def group_name(code: str, labels: Mapping[str, str] | None = None) -> str:
+    """A group as a sentence names it: its configured name (``labels``: code -> name,
+    e.g. the attribute's ``groups``), else the code; a bare number reads "group 1", so
+    that "1 patients" is never written.
+
+    >>> group_name("1", {"1": "Female"}), group_name("1"), group_name("W")
+    ('Female', 'group 1', 'W')
+    """
+    name = (labels or {}).get(code, code)
+    return f"group {name}" if name.isdigit() else name
+
+
+def _who(
+    row: Mapping[str, Any], side: str, labels: Mapping[str, str] | None = None
+) -> tuple[str, str, float | None, float | None]:
     """(subject, name for the share clause, rate, share) of the low or high group."""
     if row.get(f"{side}_withheld") or row.get(f"{side}_group") in (None, ""):
         return "a small group", "a small group", None, None
-    g = str(row[f"{side}_group"])
-    return f"{g} patients", g, _num(row.get(f"{side}_rate")), _num(row.get(f"{side}_share"))
+    code = str(row[f"{side}_group"])
+    rate, share = _num(row.get(f"{side}_rate")), _num(row.get(f"{side}_share"))
+    if labels is None:  # the API's rows: the group as its code, which its fields carry
+        return f"{code} patients", code, rate, share
+    g = group_name(code, labels)
+    unnamed = code not in labels and g.startswith("group ")
+    return (f"patients of {g}" if unnamed else f"{g} patients"), g, rate, share
 
 
 def _verb(subject: str, plural: str, singular: str) -> str:
     return singular if subject == "a small group" else plural
 
 
-def driver_sentence(row: Mapping[str, Any]) -> str | None:
+def driver_clause(row: Mapping[str, Any], labels: Mapping[str, str] | None = None) -> str | None:
+    """The groups at the extremes of a cell's rates, as a clause with group names: e.g.
+    "Female patients are selected at 0.27 against 0.44 for Male patients". None when the
+    row carries no drivers. A withheld group reads "a small group" and shows no figure."""
+    rate = row.get("driver_rate")
+    if not isinstance(rate, str) or rate not in RATE_WORDS:
+        return None
+    lo_who, _, lo_rate, _ = _who(row, "low", labels)
+    hi_who, _, hi_rate, _ = _who(row, "high", labels)
+    word = RATE_WORDS[rate]
+    if str(row["metric"]) in MAX_ONLY:
+        fig = f" ({hi_rate:.2f})" if hi_rate is not None else ""
+        return f"{hi_who} {_verb(hi_who, 'have', 'has')} the largest {word}{fig}"
+    hi_fig = f"{hi_rate:.2f} for " if hi_rate is not None else ""
+    if rate == "SR":
+        lo_fig = f" at {lo_rate:.2f}" if lo_rate is not None else ""
+        return f"{lo_who} {_verb(lo_who, 'are', 'is')} selected{lo_fig} against {hi_fig}{hi_who}"
+    lo_fig = f" of {lo_rate:.2f}" if lo_rate is not None else ""
+    return f"{lo_who} {_verb(lo_who, 'have', 'has')} a {word}{lo_fig} against {hi_fig}{hi_who}"
+
+
+def driver_sentence(row: Mapping[str, Any], labels: Mapping[str, str] | None = None) -> str | None:
     """The sentence on what drives a cell's disparity, from its (published) row: e.g. "DI
     by race fails because Native American patients are selected at 0.31 against 0.52 for
     White patients; in 71 % of resamples Native American is the lowest group." None when
     the row carries no drivers (a passing stable cell, an undefined or withheld one).
-    A withheld group reads "a small group" and shows no figure."""
-    rate = row.get("driver_rate")
-    if not isinstance(rate, str) or rate not in RATE_WORDS:
+    A withheld group reads "a small group" and shows no figure. ``labels`` (code -> name
+    of the row's attribute) names the groups (a code it does not name reads "patients of
+    group 1"); without it (the API, whose rows carry codes) a group reads as its code."""
+    clause = driver_clause(row, labels)
+    if clause is None:
         return None
     metric, label = str(row["metric"]), _label(str(row["metric"]), str(row["attribute"]))
     fails = row.get("dominant_verdict") == "fail" or row.get("point_verdict") == "fail"
-    lead = f"{label} fails because" if fails else f"{label} passes, but its resamples flip on"
-    lo_who, lo_name, lo_rate, lo_share = _who(row, "low")
-    hi_who, hi_name, hi_rate, hi_share = _who(row, "high")
-    word = RATE_WORDS[rate]
+    lead = (
+        f"{label} fails because"
+        if fails
+        else f"{label} passes, but its verdict flips in some resamples:"
+    )
+    _, lo_name, lo_rate, lo_share = _who(row, "low", labels)
+    _, hi_name, _, hi_share = _who(row, "high", labels)
+    s = f"{lead} {clause}"
     if metric in MAX_ONLY:
-        fig = f" ({hi_rate:.2f})" if hi_rate is not None else ""
-        s = f"{lead} {hi_who} {_verb(hi_who, 'have', 'has')} the largest {word}{fig}"
         if hi_share is not None:
             s += f"; in {_pct(hi_share)} of resamples {hi_name} is the highest group"
         return s + "."
-    hi_fig = f"{hi_rate:.2f} for " if hi_rate is not None else ""
-    if rate == "SR":
-        lo_fig = f" at {lo_rate:.2f}" if lo_rate is not None else ""
-        verb = _verb(lo_who, "are", "is")
-        s = f"{lead} {lo_who} {verb} selected{lo_fig} against {hi_fig}{hi_who}"
-    else:
-        lo_fig = f" of {lo_rate:.2f}" if lo_rate is not None else ""
-        verb = _verb(lo_who, "have", "has")
-        s = f"{lead} {lo_who} {verb} a {word}{lo_fig} against {hi_fig}{hi_who}"
     if lo_share is not None and hi_share is not None:
         s += (
             f"; in {_pct(lo_share)} of resamples {lo_name} is the lowest group and in "

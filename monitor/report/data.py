@@ -50,7 +50,7 @@ from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.config.errors import UserError
 from monitor.core.axis1 import needs_words
-from monitor.core.drivers import driver_sentence
+from monitor.core.drivers import driver_clause, driver_sentence
 from monitor.core.events import CellEvent
 from monitor.core.privacy import (
     SMALL_CELL,
@@ -156,6 +156,9 @@ class CellPoint:
     #: what drives the disparity of a failing or flipping cell, one sentence
     #: (monitor.core.drivers.driver_sentence; privacy rules applied there); None: none
     driver: str | None = None
+    #: the groups at the extremes, named, as a clause ("Female patients are selected at
+    #: 0.27 against 0.44 for Male patients"); what "what changed" quotes. None: none
+    driver_clause: str | None = None
     #: the pooled estimate beside the raw one (monitor.core.pooling), when configured
     pooled_value: float | None = None
     pooled_vfr: float | None = None
@@ -386,10 +389,16 @@ def _int(x: Any) -> int | None:
     return int(x)
 
 
-def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPoint:
+def cell_from_result(
+    r: Mapping[str, Any],
+    at: datetime | None = None,
+    labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> CellPoint:
     """A stored window result (``CellEvaluation.to_dict``, or the fields of it the history
-    query picks) as a CellPoint, small-cell safe."""
+    query picks) as a CellPoint, small-cell safe. ``labels`` (attribute -> code -> name,
+    :attr:`ReportData.group_labels`) names the groups of its sentences."""
     window_n = int(r.get("window_n") or 0)
+    names = (labels or {}).get(str(r["attribute"]))
     small = window_n < SMALL_CELL
 
     def shown(x: Any) -> float | None:
@@ -423,7 +432,8 @@ def cell_from_result(r: Mapping[str, Any], at: datetime | None = None) -> CellPo
         suppressed=small,
         not_evaluable_reason="" if small else str(r.get("not_evaluable_reason") or ""),
         needs="" if small else _needs(r),
-        driver=None if small else driver_sentence(r),
+        driver=None if small else driver_sentence(r, names),
+        driver_clause=None if small else driver_clause(r, names),
         pooled_value=shown(r.get("pooled_value")),
         pooled_vfr=shown(r.get("pooled_vfr")),
         pooled_dominant_verdict=None if small else r.get("pooled_dominant_verdict"),
@@ -1007,8 +1017,9 @@ def _read_model(
     progress: tuple[int | None, int | None],
 ) -> ModelReport:
     """One model's part of the page, with the small-cell rule applied to every figure."""
+    labels = {a.name: dict(a.groups) for a in cfg.grid_attributes}
     latest = [
-        cell_from_result(r, times.get((model, int(r.get("evaluation") or 0))))
+        cell_from_result(r, times.get((model, int(r.get("evaluation") or 0))), labels)
         for r in queries.latest_cells(c, model)
     ]
     history = _history(c, model, times)
@@ -1140,6 +1151,7 @@ def _withheld(p: CellPoint) -> CellPoint:
         partial=False,
         suppressed=True,
         driver=None,
+        driver_clause=None,
         pooled_value=None,
         pooled_vfr=None,
         pooled_dominant_verdict=None,

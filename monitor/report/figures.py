@@ -66,6 +66,9 @@ TIER_COLOURS = {
 TIER_ORDER = tuple(TIER_COLOURS)
 #: A cell whose tier is withheld (small-cell rule): white, so no colour says a tier.
 WITHHELD_COLOUR = "#FFFFFF"
+#: A failing verdict: a pale red tile with a dark red edge and "FAIL", whatever its tier,
+#: so no failing cell reads as "fine"; its tier shows as a strip in the tier's colour.
+FAIL_FILL, FAIL_INK = "#FBE3E0", "#A50F15"
 BLUE, SKY, PURPLE, BLACK = "#0072B2", "#56B4E9", "#CC79A7", "#000000"
 LINE_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 
@@ -255,25 +258,37 @@ def _grid_cell(
     cell = model.cell(metric, attr)
     tier = cell.tier if cell is not None else "Pending"
     withheld = tier == WITHHELD_TIER
+    fails = cell is not None and not cell.suppressed and cell.dominant_verdict == "fail"
     colour = WITHHELD_COLOUR if withheld else TIER_COLOURS.get(tier, "#FFFFFF")
     edge = "#999999" if withheld else colour
     token = "Withheld" if withheld else tier
     c.add(f'<g id="{_slug(f"tier--{model.model_id}--{metric}--{attr}--{token}")}">')
     x0, y0 = ax.px(j + 0.03), ax.py(i + 0.05)
-    c.rect(x0, y0, ax.px(j + 0.97) - x0, ax.py(i + 0.95) - y0, colour, edge=edge)
+    w, h = ax.px(j + 0.97) - x0, ax.py(i + 0.95) - y0
+    if fails:  # the verdict first: pale red, dark red edge; the tier a strip on the left
+        c.rect(x0, y0, w, h, FAIL_FILL, edge=FAIL_INK, edge_width=2.0)
+        if not withheld:
+            c.rect(x0 + 1, y0 + 1, 0.09 * w, h - 2, colour)
+    else:
+        c.rect(x0, y0, w, h, colour, edge=edge)
     c.add("</g>")
+    ink = "#000000"
     if cell is None:
         top, bottom = "no result", ""
     elif cell.suppressed:
         top, bottom = "withheld", f"n {WITHHELD}"
     elif withheld:  # figures shown, tier withheld (a scheduled axis's cohort < 11)
         top, bottom = f"tier {WITHHELD}", cell.dominant_verdict or "undefined"
+        if fails:
+            top, bottom, ink = "FAIL", f"tier {WITHHELD}", FAIL_INK
     else:
         verdict = cell.dominant_verdict or "undefined"
         vfr = "VFR n/a" if cell.vfr is None else f"VFR {cell.vfr:.2f}"
         mark = " (!)" if cell.vfr is not None and cell.vfr > tau else ""
         top, bottom = tier_name(tier), f"{verdict} · {vfr}{mark}"
-    c.text(ax.px(j + 0.5), ax.py(i + 0.36), top, 9.5, bold=True)
+        if fails:
+            top, bottom, ink = "FAIL", f"{tier_name(tier)} · {vfr}{mark}", FAIL_INK
+    c.text(ax.px(j + 0.5), ax.py(i + 0.36), top, 9.5, bold=True, colour=ink)
     if bottom:
         c.text(ax.px(j + 0.5), ax.py(i + 0.7), bottom, 8.5)
 

@@ -27,6 +27,7 @@ from monitor.core.privacy import ROUNDING_BASE, SMALL_CELL
 from monitor.core.privacy import SMALL_CELL_LABEL as WITHHELD
 from monitor.core.tiers import TIER_LEVEL
 from monitor.report import coverage_figure, figures
+from monitor.report.changes import Attention, cell_reliable, model_changes, period_changes
 from monitor.report.data import (
     WITHHELD_TIER,
     CellPoint,
@@ -46,9 +47,6 @@ from monitor.report.sentences import (
     fmt_n,
 )
 
-#: Newest confirmed events listed per model (the rest are counted).
-MAX_EVENTS = 40
-
 
 @dataclass(frozen=True)
 class CellRow:
@@ -65,6 +63,8 @@ class CellRow:
     kappa: str
     sentence: str
     unstable: bool
+    #: the verdict fails (a failing verdict is drawn in red whatever its tier)
+    fails: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,7 @@ def cell_row(c: CellPoint, data: ReportData) -> CellRow:
         kappa=kappa,
         sentence=cell_sentence(c, data.tau, data.n_field, data.kappa_cutoff),
         unstable=c.vfr is not None and c.vfr > data.tau,
+        fails=not c.suppressed and c.dominant_verdict == "fail",
     )
 
 
@@ -129,8 +130,9 @@ def _when(t: datetime | None) -> str:
 
 
 def event_lines(m: ModelReport, data: ReportData) -> list[EventLine]:
+    """Every confirmed event of the period, newest first (the page folds them away)."""
     out = []
-    for e in reversed(m.events[-MAX_EVENTS:]):
+    for e in reversed(m.events):
         cur = m.event_context.get(e.id)
         if cur is None or cur.suppressed:  # its verdicts and tiers rest on <11 records
             change = WITHHELD
@@ -186,9 +188,27 @@ def model_summary(m: ModelReport, data: ReportData) -> str:
     return " ".join(parts)
 
 
+def _severity(c: CellPoint, tau: float) -> int:
+    """0: fails reliably (act on it); 1: fails, but the verdict is not reliable; 2: the rest."""
+    if c.suppressed or c.dominant_verdict != "fail":
+        return 2
+    return 0 if cell_reliable(c, tau) else 1
+
+
 def _rows_by_severity(m: ModelReport, data: ReportData) -> list[CellRow]:
+    """Failing-and-reliable cells first (those that changed to fail in the period before
+    the others), then failing unreliable ones, then worst tier first."""
     order = {c.key: k for k, c in enumerate(m.cells)}
-    cells = sorted(m.cells, key=lambda c: (-TIER_LEVEL.get(c.tier, -2), order[c.key]))
+    new_fails = {(x.metric, x.attribute) for x in model_changes(m, data) if x.to_fail}
+    cells = sorted(
+        m.cells,
+        key=lambda c: (
+            _severity(c, data.tau),
+            c.key not in new_fails,  # a cell that changed to fail in the period leads
+            -TIER_LEVEL.get(c.tier, -2),
+            order[c.key],
+        ),
+    )
     return [cell_row(c, data) for c in cells]
 
 
@@ -251,14 +271,13 @@ def _model_view(m: ModelReport, data: ReportData) -> dict[str, Any]:
         "total minus the months shown gives no month.",
         figures.health_figure(m, data.dead_letters),
     )
-    n_events = len(m.events)
     return {
         "id": m.model_id,
         "summary": model_summary(m, data),
         "grid": Markup(figures.tier_grid(m, metrics, attributes, data.tau)),
         "rows": _rows_by_severity(m, data),
         "events": event_lines(m, data),
-        "events_hidden": max(0, n_events - MAX_EVENTS),
+        "n_flips": sum(1 for e in m.events if e.kind == "verdict_flip"),
         "figures": figs,
         "records": None if m.records is None else fmt_count(m.records),
         "evaluations": m.evaluations,
@@ -332,6 +351,32 @@ def compare_view(data: ReportData, a: str, b: str) -> dict[str, Any]:
     }
 
 
+def _changes_view(attention: list[Attention]) -> dict[str, Any]:
+    """The first screen: the period's changes to fail (one line each), the changes to pass
+    (one line per model), the coin tosses, one line per model (those needing attention
+    first) and, folded, the cells that fail reliably and did not change."""
+    items = [x for a in attention for x in a.changes]
+    to_pass = []
+    for a in attention:
+        mine = [x for x in a.changes if x.kind == "verdict_change" and not x.to_fail]
+        if mine:
+            cells = ", ".join(
+                f"{cell_label(x.metric, x.attribute)}{'' if x.at is None else f' ({x.at:%B %Y})'}"
+                for x in mine
+            )
+            to_pass.append((a.model_id, f"{a.model_id}: {cells}; stable since."))
+    return {
+        "to_fail": [x for x in items if x.to_fail],
+        "to_pass": to_pass,
+        "coin_tosses": [x for x in items if x.kind == "coin_toss"],
+        "failing": [x for x in items if x.kind == "still_failing"],
+        "withheld": [x for x in items if x.kind == "withheld"],
+        "models": [
+            (a.model_id, a.line, bool(a.changed_to_fail or a.failing_reliably)) for a in attention
+        ],
+    }
+
+
 def _env() -> Environment:
     return Environment(
         loader=PackageLoader("monitor.report", "templates"),
@@ -361,7 +406,10 @@ def render_data(
         for m in compare:
             data.model(m)  # KeyError names it
         cmp = compare_view(data, *compare)
-    models = [] if compare else [_model_view(m, data) for m in data.models]
+    attention = [] if compare else period_changes(data)
+    rank = {a.model_id: k for k, a in enumerate(attention)}
+    ordered = sorted(data.models, key=lambda m: rank.get(m.model_id, 0))
+    models = [] if compare else [_model_view(m, data) for m in ordered]
     return (
         _env()
         .get_template("report.html.j2")
@@ -370,7 +418,8 @@ def render_data(
             period=period,
             generated=f"{data.generated_at:%Y-%m-%d %H:%M} UTC",
             models=models,
-            at_a_glance=[(m.model_id, model_summary(m, data)) for m in data.models],
+            at_a_glance=[(m.model_id, model_summary(m, data)) for m in ordered],
+            changes=None if compare else _changes_view(attention),
             compare=cmp,
             interventions=interventions,
             small=SMALL_CELL,

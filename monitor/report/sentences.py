@@ -49,6 +49,15 @@ def fmt_count(n: int | str) -> str:
     return f"{n:,}" if isinstance(n, int) else str(n)
 
 
+def plural(n: int, noun: str) -> str:
+    """A count with its noun in the right number (English "s" plurals only).
+
+    >>> plural(1, "patient"), plural(2, "cell"), plural(0, "confirmed flip")
+    ('1 patient', '2 cells', '0 confirmed flips')
+    """
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def cell_label(metric: str, attribute: str) -> str:
     return f"{metric} by {attribute.replace('_', ' ')}"
 

@@ -200,3 +200,33 @@ def test_attribute_cell_names_the_combined_groups_within_its_lowest_group():
     # without the intersection's table, nothing to decompose
     (alone,) = evaluate_axis1({("m", "race"): race}, di, K=100, N=2450, seed=1)
     assert alone.low_subgroups == ()
+
+
+def test_the_sentence_names_groups_and_reads_as_english():
+    """Group codes become the configured names; a bare number is never a noun ("1
+    patients"); a passing cell that flips reads as a sentence; a withheld group stays "a
+    small group" with no figure."""
+    row = {"metric": "DI", "attribute": "sex", "dominant_verdict": "fail",
+           "point_verdict": "fail", "driver_rate": "SR", "low_group": "1", "high_group": "0",
+           "low_rate": 0.27, "high_rate": 0.44, "low_share": 1.0, "high_share": 1.0}  # fmt: skip
+    names = {"0": "Male", "1": "Female"}
+    assert driver_sentence(row, names) == (
+        "DI by sex fails because Female patients are selected at 0.27 against 0.44 for Male "
+        "patients; in 100 % of resamples Female is the lowest group and in 100 % Male is "
+        "the highest."
+    )
+    assert driver_sentence(row, {}).startswith(
+        "DI by sex fails because patients of group 1 are selected at 0.27 against 0.44 for "
+        "patients of group 0;"
+    )
+    flips = {**row, "metric": "EOPP", "dominant_verdict": "pass", "point_verdict": "pass",
+             "driver_rate": "TPR", "low_rate": 0.58, "high_rate": 0.61}  # fmt: skip
+    assert driver_sentence(flips, names).startswith(
+        "EOPP by sex passes, but its verdict flips in some resamples: Female patients have a "
+        "true-positive rate of 0.58 against 0.61 for Male patients;"
+    )
+    small = {**row, "low_group": None, "low_withheld": True, "low_rate": None,
+             "low_share": None}  # fmt: skip
+    s = driver_sentence(small, names)
+    assert s == ("DI by sex fails because a small group is selected against 0.44 for Male "
+                 "patients; in 100 % of resamples Male is the highest group.")  # fmt: skip

@@ -36,7 +36,7 @@ from monitor.report.data import (
     rolling_auroc,
 )
 from monitor.report.figures import _slug
-from monitor.report.render import MAX_EVENTS, render_report
+from monitor.report.render import render_report
 from monitor.service.app import MonitorService
 
 CFG = config_from_mapping(
@@ -230,7 +230,7 @@ def test_an_event_reads_on_the_page_as_in_its_alert(db, page):
     for m in data.models:
         if m.model_id == "model-tiny":
             continue
-        for e in m.events[-MAX_EVENTS:]:
+        for e in m.events:  # every event of the period is on the page (folded away)
             rule = next(r for r in CFG.metrics if r.name == e.metric)
             cutoffs = Cutoffs(
                 rule.threshold, rule.direction, CFG.axis1.tau_vfr, CFG.axis2.n_field,
@@ -390,9 +390,10 @@ def test_failing_cells_say_on_the_page_what_drives_them(db, page):
     from monitor.core.drivers import driver_sentence
 
     latest = _latest(db[0])
+    labels = {a.name: dict(a.groups) for a in CFG.grid_attributes}
     shown = 0
-    for (model, _, _), row in latest.items():
-        sentence = driver_sentence(row)
+    for (model, _, attr), row in latest.items():
+        sentence = driver_sentence(row, labels.get(attr))
         if model == "model-tiny":
             assert row["window_n"] < SMALL_CELL
             continue
@@ -474,3 +475,72 @@ def test_a_sampled_mppd_reads_with_its_interval_and_sample_size():
     assert mppd_basis(MPPDSampling("all records", 24_488, 24_488, 0, 1, 20_000, 1)) == (
         "MPPD from all 24,490 records of the cohort (exact)."
     )
+
+
+def test_every_event_of_the_period_is_in_the_file(db, page):
+    """No API runs once the demo has ended: the page holds every confirmed event of the
+    period, folded away in a <details> element."""
+    with open_database(db[0]) as c:
+        data = read_database(c, CFG)
+    checked = 0
+    for m in data.models:
+        if not m.events:
+            continue
+        sec = _section(page, m.model_id)
+        det = re.search(r'<details class="events" data-model="[^"]+" data-events="(\d+)">'
+                        r"(.*?)</details>", sec, re.S)  # fmt: skip
+        assert det, m.model_id
+        assert int(det.group(1)) == len(m.events)
+        assert det.group(2).count("<tr><td") == len(m.events)
+        checked += 1
+    assert checked and "/api/events has them all" not in page
+
+
+def test_a_failing_verdict_comes_first_and_never_looks_fine(db, page):
+    """Verdict and reliability look different: a failing cell's row and grid tile are red
+    whatever its tier (never the green of Stable), and the table lists failing cells
+    first, the reliably failing ones before the others."""
+    from monitor.report.changes import reliable_verdict
+    from monitor.report.figures import FAIL_FILL, TIER_COLOURS
+
+    latest = _latest(db[0])
+    n_fail = 0
+    for model in ("model-00", "model-01"):
+        sec = _section(page, model)
+        rows = re.findall(
+            rf'<tr data-model="{model}" data-metric="([^"]+)" data-attribute="([^"]+)" '
+            r'data-tier="[^"]+"( class="failing")?>',
+            sec,
+        )
+        rank = []
+        for metric, attr, failing in rows:
+            row = latest[(model, metric, attr)]
+            fails = row["dominant_verdict"] == "fail"
+            assert bool(failing) == fails, (model, metric, attr)
+            ok = reliable_verdict(row["vfr"], CFG.axis1.tau_vfr, row["tier"]) and reliable_verdict(
+                row["vfr"], CFG.axis1.tau_vfr, row.get("confirmed_tier")
+            )
+            rank.append(0 if fails and ok else 1 if fails else 2)
+            tile = re.search(
+                rf'<g id="tier--{_slug(model)}--{_slug(metric)}--{_slug(attr)}--[^"]+">(.*?)</g>',
+                sec, re.S,
+            ).group(1)  # fmt: skip
+            fill = re.search(r"fill:\s*(#[0-9A-Fa-f]{6})", tile).group(1).upper()
+            if fails:
+                n_fail += 1
+                assert fill == FAIL_FILL.upper() and fill != TIER_COLOURS["Practical-Stability"]
+        assert rank == sorted(rank), (model, rank)
+    assert n_fail, "the fixture's score update must make some cell fail"
+
+
+def test_what_changed_is_on_the_first_screen(page, tmp_path):
+    """Chromium lays the page out in a 1280 x 800 window: the "what changed" section, its
+    change items and the models' attention lines are within that first screen."""
+    from tests.report.chromium import first_screen
+
+    vh, boxes = first_screen(page, tmp_path)
+    assert 600 <= vh <= 800  # headless Chromium keeps part of the 800 px window: stricter
+    items = [b for b in boxes if b.attrs.get("data-kind") in ("verdict_change", "coin_toss")]
+    assert items, "the fixture's score update must give a change or a coin toss"
+    for b in items:
+        assert b.on_first_screen(vh), (b.top, b.bottom, b.text[:80])

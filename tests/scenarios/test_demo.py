@@ -61,6 +61,37 @@ def test_demo_shows_a_confirmed_flip_and_downgrade(tmp_path) -> None:
     assert len(reports) == 1 and f"governance report: {reports[0].resolve()}" in text
     page = reports[0].read_text()
     assert "los-xgb-discharge" in page and "<svg" in page
+    _planted_finding_is_on_the_first_screen(page, text, tmp_path)
+
+
+def _planted_finding_is_on_the_first_screen(page: str, summary: str, tmp_path) -> None:
+    """The board member's first screen (Chromium, 1280 x 800) says that DI by sex of the
+    updated model went from pass to fail, with the groups named; the summary lists it as
+    changed and stable, and lists no High variance or Catastrophic cell as stable."""
+    from monitor.demo import PLANTED_CELL
+    from tests.report.chromium import first_screen
+
+    work = tmp_path / "browser"
+    work.mkdir()
+    vh, boxes = first_screen(page, work)
+    planted = [
+        b for b in boxes
+        if b.attrs.get("data-kind") == "verdict_change"
+        and (b.attrs["data-model"], b.attrs["data-metric"], b.attrs["data-attribute"])
+        == PLANTED_CELL
+    ]  # fmt: skip
+    assert len(planted) == 1, [b.text for b in boxes if b.attrs.get("data-kind")]
+    (b,) = planted
+    assert (b.attrs["data-old"], b.attrs["data-new"]) == ("pass", "fail")
+    assert b.on_first_screen(vh), (b.top, b.bottom, vh)
+    assert "DI by sex of los-xgb-discharge went from pass to fail in " in b.text
+    assert "Female patients are selected at " in b.text and " for Male patients" in b.text
+    stable = summary.split("verdicts that changed and are stable now", 1)[1]
+    stable = stable.split("cells whose verdict flipped but is not trustworthy", 1)[0]
+    assert "los-xgb-discharge DI x sex: verdict pass -> fail" in stable
+    for line in stable.splitlines()[1:]:
+        tiers = line.split(" · tier ", 1)[1].split(";")[0] if " · tier " in line else ""
+        assert not tiers.endswith(("H", "X")), line
 
 
 def test_diabetes130_demo_reports_axis3_not_applicable(tmp_path) -> None:
