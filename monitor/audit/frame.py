@@ -166,10 +166,13 @@ def _attribute_name(column: str) -> str:
 
 
 def _text(x: object) -> str:
-    """A value as the engine reads a code (monitor.audit.input_mapping): 3 and 3.0 are '3'."""
+    """A value as the engine reads a code (monitor.audit.input_mapping): 3 and 3.0 are '3',
+    True is 'True' (as a CSV of the frame reads back)."""
+    if isinstance(x, bool | np.bool_):
+        return str(bool(x))
     if isinstance(x, float | np.floating) and float(x).is_integer():
         return str(int(x))
-    if isinstance(x, np.integer | np.bool_):
+    if isinstance(x, np.integer):
         return str(int(x))
     return str(x)
 

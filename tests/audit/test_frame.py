@@ -226,13 +226,19 @@ def test_decisions_alone_audit_without_calibration():
             "y": rng.integers(0, 2, n),
             "flag": rng.random(n) < 0.4,
             "age": rng.choice([30, 50, 70], n),
+            "smoker": rng.random(n) < 0.3,
         }
     )
-    res = audit_frame(df, label="y", decision="flag", attributes=["age"], config=FAST)
-    assert list(res.cells["metric"]) == ["DI", "SPD", "EOPP", "EOD", "TI", "PP"]
+    res = audit_frame(df, label="y", decision="flag", attributes=["age", "smoker"], config=FAST)
+    assert list(dict.fromkeys(res.cells["metric"])) == ["DI", "SPD", "EOPP", "EOD", "TI", "PP"]
+    assert len(res.cells) == 6 * 2
     assert res.config.attribute("age").groups == {"30": "30", "50": "50", "70": "70"}
+    assert res.config.attribute("smoker").groups == {"False": "False", "True": "True"}
     sr = df.groupby("age")["flag"].mean()
-    assert res.cells.set_index("metric")["value"]["DI"] == pytest.approx(sr.min() / sr.max())
+    di = res.cells.set_index(["metric", "attribute"])["value"]
+    assert di["DI", "age"] == pytest.approx(sr.min() / sr.max())
+    by_smoker = df.groupby("smoker")["flag"].mean()
+    assert di["DI", "smoker"] == pytest.approx(by_smoker.min() / by_smoker.max())
 
 
 def test_small_groups_and_small_models_are_withheld():
