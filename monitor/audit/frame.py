@@ -195,6 +195,8 @@ def _groups(col: pd.Series, column: str) -> tuple[dict[str, str], dict[str, str]
     if isinstance(col.dtype, pd.CategoricalDtype):
         present = set(col.unique().tolist())
         values = [c for c in col.cat.categories if c in present]
+    elif pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
+        values = sorted(col.unique().tolist())  # 2 before 10
     else:
         values = sorted(col.unique().tolist(), key=_text)
     texts = [_text(v) for v in values]
@@ -444,6 +446,22 @@ def audit_frame(
     Only the columns named here are read. Groups with fewer than
     ``axis1.min_group_support`` (20) records stay out of every rate; a model with fewer
     than 11 records has every figure withheld (``<11``), as the CLI does.
+
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({
+    ...     "readmitted": rng.random(600) < 0.3,
+    ...     "p": rng.random(600),
+    ...     "age band": rng.choice(["under 50", "50 to 69", "70 and over"], 600),
+    ... })
+    >>> res = audit_frame(df, label="readmitted", score="p", attributes=["age band"],
+    ...                   metrics={"DI": 0.9, "EOPP": 0.1}, model="readmit-lr")
+    >>> res.tiers.shape, list(res.tiers.columns)
+    ((2, 1), ['age band'])
+    >>> sorted(res.config.attribute("age_band").groups.values())
+    ['50 to 69', '70 and over', 'under 50']
+    >>> import tomllib  # res.toml: this audit's config for `vfr-monitor audit --config`
+    >>> tomllib.loads(res.toml)["input"]["columns"]
+    {'age_band': 'age band', 'label': 'readmitted', 'score': 'p'}
     """
     setup = frame_setup(
         df, label=label, score=score, decision=decision, threshold=threshold,
