@@ -177,6 +177,12 @@ def _text(x: object) -> str:
     return str(x)
 
 
+def _as_text(col: pd.Series) -> pd.Series:
+    """:func:`_text` of every value, computed once per distinct value."""
+    texts = {v: _text(v) for v in col.unique().tolist()}
+    return col.map(texts).astype(object)
+
+
 def _groups(col: pd.Series, column: str) -> tuple[dict[str, str], dict[str, str]]:
     """(groups code -> name, file text -> code) of an attribute column.
 
@@ -332,7 +338,7 @@ def frame_setup(
             inp["codes"][name] = codes
         if column != name:
             inp["columns"][name] = column
-        frame[column] = df[column].map(_text).astype(object)
+        frame[column] = _as_text(df[column])
         attr_columns[name] = column
     columns.update(attr_columns)
 
@@ -360,11 +366,11 @@ def frame_setup(
                 f"hospital column {hospital!r}: {int(df[hospital].isna().sum())} row(s) have "
                 "no hospital; drop them or leave hospital= out (Axis 3 then not applicable)"
             )
-        frame[hospital] = df[hospital].map(_text)
+        frame[hospital] = _as_text(df[hospital])
         inp["columns"]["hospital_id"] = hospital
     if model_column is not None:
         _need(df, model_column, "model_column")
-        frame[model_column] = df[model_column].map(_text)
+        frame[model_column] = _as_text(df[model_column])
         inp["columns"]["model_id"] = model_column
     elif not isinstance(score, Mapping):
         _check_model_id(model)
@@ -484,8 +490,8 @@ def _group_sizes(setup: FrameSetup) -> dict[tuple[str, str], dict[str, int]]:
     cfg, frame = setup.config, setup.frame
     codes = pd.DataFrame(index=frame.index)
     for name, column in setup.columns.items():
-        mapping = cfg.input.codes.get(name, {})
-        codes[name] = frame[column].map(lambda t, m=mapping: m.get(t, t))
+        mapping = cfg.input.codes.get(name)  # when given, it maps every value
+        codes[name] = frame[column].map(mapping) if mapping else frame[column]
     if cfg.input.score_columns:
         models = {m: np.ones(len(frame), bool) for m in cfg.input.score_columns}
     elif "model_id" in cfg.input.columns:
@@ -495,10 +501,12 @@ def _group_sizes(setup: FrameSetup) -> dict[tuple[str, str], dict[str, int]]:
         models = {cfg.input.model_id: np.ones(len(frame), bool)}
     out: dict[tuple[str, str], dict[str, int]] = {}
     for attr in cfg.grid_attributes:
-        parts = cfg.intersection_parts(attr.name) or (attr.name,)
-        key = codes[list(parts)].agg(INTERSECTION_CODE_SEP.join, axis=1)
+        parts = list(cfg.intersection_parts(attr.name) or (attr.name,))
         for m, mask in models.items():
-            out[(m, attr.name)] = key[mask].value_counts().to_dict()
+            counts = codes.loc[mask, parts].value_counts()  # keys: tuples of the parts' codes
+            out[(m, attr.name)] = {
+                INTERSECTION_CODE_SEP.join(map(str, k)): int(n) for k, n in counts.items()
+            }
     return out
 
 
