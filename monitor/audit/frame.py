@@ -245,11 +245,16 @@ def _metric_rules(
             )
         if name in SCORE_METRICS and not has_score:
             raise AuditInputError(f"metrics: {name} needs scores; give score='<column>'")
-        base = dict(DEFAULT_METRIC_RULES.get(name, DEFAULT_METRIC_RULES["CAL"]))
+        base = dict(DEFAULT_METRIC_RULES.get(name, {}))
         if isinstance(rule, Mapping):
             base.update(rule)
         elif rule is not None:
             base["threshold"] = float(rule)
+        if not {"threshold", "direction"} <= set(base):
+            raise AuditInputError(
+                f"metrics: {name} has no default rule; give one, e.g. "
+                f"metrics={{{name!r}: {{'threshold': 0.05, 'direction': '<='}}}}"
+            )
         rules.append({"name": name, **base})
     if not rules:
         raise AuditInputError("metrics: give at least one metric, e.g. metrics=['DI', 'EOPP']")

@@ -310,5 +310,7 @@ def test_attribute_problems_say_how_to_fix(good):
     assert "202 distinct values" in _error(many)
     assert "name 'score' is taken" in _error(good.assign(score=good["race"]),
                                              attributes=["score"])  # fmt: skip
+    assert "unknown metric 'DP'; known: DI, SPD" in _error(good, metrics=["DP"])
+    assert "CAL_GAP has no default rule; give one" in _error(good, metrics=["DI", "CAL_GAP"])
     with pytest.raises(AuditInputError, match="takes a pandas DataFrame"):
         audit_frame(good.to_dict(), label="y", score="p", attributes=["race"])
