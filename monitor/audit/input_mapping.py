@@ -155,10 +155,11 @@ class AuditCohort:
     feature_names: tuple[str, ...]
 
 
-def load_audit_cohort(path: str | Path, config: MonitorConfig) -> AuditCohort:
-    """Read, map and validate an audit file; stop with a clear message on bad rows."""
+def load_audit_cohort(path: str | Path | pd.DataFrame, config: MonitorConfig) -> AuditCohort:
+    """Read, map and validate an audit file (or a frame already in memory, as the file
+    would read: :mod:`monitor.audit.frame`); stop with a clear message on bad rows."""
     ids = tuple(config.input.columns.get(f, f) for f in ("record_id", "hospital_id", "model_id"))
-    raw = read_cohort_file(path, ids)
+    raw = path if isinstance(path, pd.DataFrame) else read_cohort_file(path, ids)
     scored = to_scored_frame(raw, config)
     checked = validate_frame(scored.drop(columns=["source_row"]), config)
     rows = scored["source_row"].to_numpy()

@@ -78,29 +78,37 @@ class Progress:
 DIABETES130 = "diabetes130"
 
 
-def diabetes130_file(config: MonitorConfig, directory: Path, seed: int = 0) -> MonitorConfig:
-    """Write the shipped Diabetes-130 file, scored by the demo's model (one XGBoost on a
-    seeded 25 % split, the rest scored: monitor.data.scorer.dataset_stream), to
-    ``directory/scored.csv``; return ``config`` with the file's attributes (its
-    ``[[intersections]]`` and everything else kept)."""
+def diabetes130_frame(seed: int = 0) -> pd.DataFrame:
+    """The shipped Diabetes-130 file scored by the demo's model (one XGBoost on a seeded
+    25 % split, the rest scored: monitor.data.scorer.dataset_stream), one column per
+    feature: what ``--input diabetes130`` audits, and the example notebook's data."""
     from monitor.data.datasets.diabetes130 import load_diabetes130
     from monitor.data.scorer import dataset_stream
 
-    ds = load_diabetes130()
-    frame = dataset_stream(ds, seed).frame
+    frame = dataset_stream(load_diabetes130(), seed).frame
     feats = pd.DataFrame(list(frame.pop("features")), index=frame.index)
-    frame.join(feats).to_csv(directory / "scored.csv", index=False)
+    return frame.join(feats)
+
+
+def diabetes130_file(config: MonitorConfig, directory: Path, seed: int = 0) -> MonitorConfig:
+    """Write :func:`diabetes130_frame` to ``directory/scored.csv``; return ``config`` with
+    the file's attributes (its ``[[intersections]]`` and everything else kept)."""
+    from monitor.data.datasets.diabetes130 import load_diabetes130
+
+    ds = load_diabetes130()
+    diabetes130_frame(seed).to_csv(directory / "scored.csv", index=False)
     data = config.model_dump(by_alias=True)
     data["attributes"] = ds.attributes
     return MonitorConfig.model_validate(data)
 
 
 def run_audit(
-    path: str | Path, config: MonitorConfig, progress: Progress | None = None
+    path: str | Path | pd.DataFrame, config: MonitorConfig, progress: Progress | None = None
 ) -> AuditReport:
-    """Run every axis on a cohort file (or ``diabetes130``: :func:`diabetes130_file`);
-    raises AuditInputError on bad input."""
-    if str(path) == DIABETES130:
+    """Run every axis on a cohort file (or ``diabetes130``: :func:`diabetes130_file`; or a
+    DataFrame as a file would read, :func:`monitor.audit.frame.audit_frame`); raises
+    AuditInputError on bad input."""
+    if isinstance(path, str | Path) and str(path) == DIABETES130:
         with tempfile.TemporaryDirectory(prefix="vfr-audit-") as tmp:
             cfg = diabetes130_file(config, Path(tmp))
             return run_audit(Path(tmp) / "scored.csv", cfg, progress)
