@@ -41,7 +41,7 @@ import numpy as np
 
 from monitor.config import INTERSECTION_CODE_SEP, MIN_GROUP_SUPPORT, MetricRule, MonitorConfig
 from monitor.core import sampling
-from monitor.core.counts import CountTable
+from monitor.core.counts import HI_SCALE, LO_SCALE, CountTable
 from monitor.core.drivers import (
     MAX_ONLY,
     Drivers,
@@ -266,28 +266,54 @@ class Variates:
 
 def draw_params(table: CountTable, sizes: np.ndarray) -> DrawParams:
     """The sampling parameters of a table for the per-stratum ``sizes`` (G, 2)."""
-    counts = table.counts
-    G, _, _, B = counts.shape
-    strata = counts.sum(axis=(2, 3))  # (G, 2)
-    ones = counts[:, :, 1, :].sum(axis=-1)
-    p1 = np.divide(ones, strata, out=np.zeros(strata.shape), where=strata > 0)
-    per_bin = counts.sum(axis=2)  # (G, 2, B)
-    q = np.divide(
-        per_bin, strata[..., None], out=np.zeros(per_bin.shape), where=strata[..., None] > 0
-    )
-    s_sum = table.score_sum.sum(axis=2)  # (G, 2, B)
-    s_sq = table.score_sq.sum(axis=2)
-    mu = np.divide(s_sum, per_bin, out=np.zeros(s_sum.shape), where=per_bin > 0)
-    var = np.maximum(
-        np.divide(s_sq, per_bin, out=np.zeros(s_sq.shape), where=per_bin > 0) - mu * mu, 0.0
-    )
+    p1, q, mu, var = _params_kernel(table.counts, *table.words(), HI_SCALE, LO_SCALE)
     return DrawParams(
-        sizes=np.ascontiguousarray(sizes, dtype=np.int64).reshape(-1),
-        p1=p1.reshape(-1),
-        q=q.reshape(2 * G, B),
-        mu=mu,
-        var=var,
+        sizes=np.ascontiguousarray(sizes, dtype=np.int64).reshape(-1), p1=p1, q=q, mu=mu, var=var
     )
+
+
+@numba.njit(cache=True, nogil=True)
+def _params_kernel(counts, hi, lo, sq_hi, sq_lo, hi_scale, lo_scale):
+    """p1 (S,), q (S, B), mu and var (G, 2, B) of a table in one pass over its counts.
+
+    Per stratum (g, y): p1 its share of decision 1, q its share in each score bin; per
+    (g, y, bin) cell of n records: mu = score sum / n, var = max(score squares / n - mu^2,
+    0) (0 where the stratum or the cell is empty). The sums over the decision axis are
+    taken in the order numpy took them before this kernel (decision 0 + decision 1), so
+    the figures are the same to the bit. Why compiled: a dozen numpy calls on arrays of a
+    few dozen numbers cost ~100 us a table, ~5 % of the grid's random draws.
+    """
+    G, _, _, B = counts.shape
+    p1 = np.zeros(2 * G)
+    q = np.zeros((2 * G, B))
+    mu = np.zeros((G, 2, B))
+    var = np.zeros((G, 2, B))
+    for g in range(G):
+        for y in range(2):
+            s = 2 * g + y
+            total = 0
+            ones = 0
+            for b in range(B):
+                total += counts[g, y, 0, b] + counts[g, y, 1, b]
+                ones += counts[g, y, 1, b]
+            if total > 0:
+                p1[s] = ones / total
+            for b in range(B):
+                n = counts[g, y, 0, b] + counts[g, y, 1, b]
+                if total > 0:
+                    q[s, b] = n / total
+                if n > 0:
+                    s_sum = (hi[g, y, 0, b] * hi_scale + lo[g, y, 0, b] * lo_scale) + (
+                        hi[g, y, 1, b] * hi_scale + lo[g, y, 1, b] * lo_scale
+                    )
+                    s_sq = (sq_hi[g, y, 0, b] * hi_scale + sq_lo[g, y, 0, b] * lo_scale) + (
+                        sq_hi[g, y, 1, b] * hi_scale + sq_lo[g, y, 1, b] * lo_scale
+                    )
+                    m = s_sum / n
+                    v = s_sq / n - m * m
+                    mu[g, y, b] = m
+                    var[g, y, b] = v if (v >= 0.0 or np.isnan(v)) else 0.0  # np.maximum
+    return p1, q, mu, var
 
 
 def draw_variates(
