@@ -34,15 +34,22 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 
 import numba
 import numpy as np
 
 from monitor.config import INTERSECTION_CODE_SEP, MIN_GROUP_SUPPORT, MetricRule, MonitorConfig
 from monitor.core import sampling
-from monitor.core.counts import CountTable
-from monitor.core.drivers import MAX_ONLY, Drivers, needs_drivers, stack_drivers, subgroup_extremes
+from monitor.core.counts import HI_SCALE, LO_SCALE, CountTable
+from monitor.core.drivers import (
+    MAX_ONLY,
+    Drivers,
+    needs_drivers,
+    size_withheld,
+    stack_drivers,
+    subgroup_extremes,
+)
 from monitor.core.metrics import (
     METRICS,
     NEEDS_BINS,
@@ -259,28 +266,54 @@ class Variates:
 
 def draw_params(table: CountTable, sizes: np.ndarray) -> DrawParams:
     """The sampling parameters of a table for the per-stratum ``sizes`` (G, 2)."""
-    counts = table.counts
-    G, _, _, B = counts.shape
-    strata = counts.sum(axis=(2, 3))  # (G, 2)
-    ones = counts[:, :, 1, :].sum(axis=-1)
-    p1 = np.divide(ones, strata, out=np.zeros(strata.shape), where=strata > 0)
-    per_bin = counts.sum(axis=2)  # (G, 2, B)
-    q = np.divide(
-        per_bin, strata[..., None], out=np.zeros(per_bin.shape), where=strata[..., None] > 0
-    )
-    s_sum = table.score_sum.sum(axis=2)  # (G, 2, B)
-    s_sq = table.score_sq.sum(axis=2)
-    mu = np.divide(s_sum, per_bin, out=np.zeros(s_sum.shape), where=per_bin > 0)
-    var = np.maximum(
-        np.divide(s_sq, per_bin, out=np.zeros(s_sq.shape), where=per_bin > 0) - mu * mu, 0.0
-    )
+    p1, q, mu, var = _params_kernel(table.counts, *table.words(), HI_SCALE, LO_SCALE)
     return DrawParams(
-        sizes=np.ascontiguousarray(sizes, dtype=np.int64).reshape(-1),
-        p1=p1.reshape(-1),
-        q=q.reshape(2 * G, B),
-        mu=mu,
-        var=var,
+        sizes=np.ascontiguousarray(sizes, dtype=np.int64).reshape(-1), p1=p1, q=q, mu=mu, var=var
     )
+
+
+@numba.njit(cache=True, nogil=True)
+def _params_kernel(counts, hi, lo, sq_hi, sq_lo, hi_scale, lo_scale):
+    """p1 (S,), q (S, B), mu and var (G, 2, B) of a table in one pass over its counts.
+
+    Per stratum (g, y): p1 its share of decision 1, q its share in each score bin; per
+    (g, y, bin) cell of n records: mu = score sum / n, var = max(score squares / n - mu^2,
+    0) (0 where the stratum or the cell is empty). The sums over the decision axis are
+    taken in the order numpy took them before this kernel (decision 0 + decision 1), so
+    the figures are the same to the bit. Why compiled: a dozen numpy calls on arrays of a
+    few dozen numbers cost ~100 us a table, ~5 % of the grid's random draws.
+    """
+    G, _, _, B = counts.shape
+    p1 = np.zeros(2 * G)
+    q = np.zeros((2 * G, B))
+    mu = np.zeros((G, 2, B))
+    var = np.zeros((G, 2, B))
+    for g in range(G):
+        for y in range(2):
+            s = 2 * g + y
+            total = 0
+            ones = 0
+            for b in range(B):
+                total += counts[g, y, 0, b] + counts[g, y, 1, b]
+                ones += counts[g, y, 1, b]
+            if total > 0:
+                p1[s] = ones / total
+            for b in range(B):
+                n = counts[g, y, 0, b] + counts[g, y, 1, b]
+                if total > 0:
+                    q[s, b] = n / total
+                if n > 0:
+                    s_sum = (hi[g, y, 0, b] * hi_scale + lo[g, y, 0, b] * lo_scale) + (
+                        hi[g, y, 1, b] * hi_scale + lo[g, y, 1, b] * lo_scale
+                    )
+                    s_sq = (sq_hi[g, y, 0, b] * hi_scale + sq_lo[g, y, 0, b] * lo_scale) + (
+                        sq_hi[g, y, 1, b] * hi_scale + sq_lo[g, y, 1, b] * lo_scale
+                    )
+                    m = s_sum / n
+                    v = s_sq / n - m * m
+                    mu[g, y, b] = m
+                    var[g, y, b] = v if (v >= 0.0 or np.isnan(v)) else 0.0  # np.maximum
+    return p1, q, mu, var
 
 
 def draw_variates(
@@ -657,9 +690,10 @@ def evaluate_axis1(
         results = _evaluate_stacks(
             stacks, prepared, drawn, rules, K, with_bins, pooling or {}, pooled_verdict
         )
-    order = sorted(
-        results, key=lambda k: (prepared[k[0]].model_id, [r.name for r in rules].index(k[1]), k[0])
-    )
+    rank: dict[str, int] = {}
+    for n, r in enumerate(rules):
+        rank.setdefault(r.name, n)  # the first rule of a name, as list.index
+    order = sorted(results, key=lambda k: (prepared[k[0]].model_id, rank[k[1]], k[0]))
     return with_subgroups([results[k] for k in order], tables, min_group_support)
 
 
@@ -726,85 +760,144 @@ def _evaluate_stacks(
     pooling: Mapping[str, PoolingSpec],
     pooled_verdict: bool,
 ) -> dict[tuple[int, str], CellResult]:
-    """Metrics, summaries and results of every stack; ``drawn(key)`` gives its replicates."""
+    """Metrics, summaries and results of every stack; ``drawn(key)`` gives its replicates.
+
+    Why the per-cell part is written as it is: it runs once per cell (hundreds per
+    evaluation) in Python, so what depends on the table only (its facts, the groups its
+    drivers withhold) is computed once per table, the stack's arrays are turned into lists
+    once per metric, and cells are made by :func:`_new_cell` (``bench axis1``)."""
     results: dict[tuple[int, str], CellResult] = {}
     for key, members in stacks.items():
         boot = drawn(key)
         if not with_bins:
             boot = Tallies(tn=boot.tn, fp=boot.fp, fn=boot.fn, tp=boot.tp)
-        point = _stack([tallies_from_table(prepared[i].table) for i in members], True)
-        support = np.stack([prepared[i].support for i in members])  # (M, G)
-        support_pt = np.stack([prepared[i].support_point for i in members])
-        ms = prepared[members[0]].min_support
+        tables = [prepared[i] for i in members]
+        point = _stack([tallies_from_table(p.table) for p in tables], True)
+        support = np.stack([p.support for p in tables])  # (M, G)
+        support_pt = np.stack([p.support_point for p in tables])
+        ms = tables[0].min_support
+        facts = [_table_facts(p, K) for p in tables]
+        withheld = _once(lambda tables=tables: [_size_withheld(p) for p in tables])
         for rule in rules:
             fn = METRICS[rule.name]
             # per-resample support: each draw's denominators are judged on their own
             values = fn(boot, support[:, None, :], ms)  # (M, K)
             point_values = fn(point, support_pt, ms)  # (M,)
-            min_den = smallest_denominator(rule.name, point, support_pt, ms)  # (M,)
-            n_eval = supported_groups(rule.name, point, support_pt, ms).sum(axis=-1)  # (M,)
+            min_den = smallest_denominator(rule.name, point, support_pt, ms).tolist()  # (M,)
+            entered = supported_groups(rule.name, point, support_pt, ms)  # (M, G)
+            n_eval = entered.sum(axis=-1).tolist()  # (M,)
             summary = summarise_draws(values, rule.threshold, rule.direction)
-            point_pass = passes(point_values, rule.threshold, rule.direction)
+            col = {k: v.tolist() for k, v in summary.items()}
+            pv = point_values.tolist()
+            pp = passes(point_values, rule.threshold, rule.direction).tolist()
             drivers = _stack_drivers(
-                rule.name, prepared, members, point, support_pt, boot, support, ms,
-                point_values, point_pass, summary, K,
-            )  # fmt: skip
+                rule.name, tables, point, entered, boot, support, ms, pv, pp, col, K, withheld
+            )
             spec = pooling.get(key[0]) if rule.name in POOLABLE else None
             pooled = (
                 _pooled(rule, spec, point, support_pt, boot, support, ms)
                 if spec is not None
                 else None
             )
+            same = {"metric": rule.name, "threshold": rule.threshold, "direction": rule.direction}
             for row, i in enumerate(members):
-                p = prepared[i]
-                ev = _evaluability(rule.name, p, float(point_values[row]), summary, row, K)
-                results[(i, rule.name)] = CellResult(
-                    model_id=p.model_id,
-                    metric=rule.name,
-                    attribute=p.attribute,
-                    threshold=rule.threshold,
-                    direction=rule.direction,
-                    value=float(point_values[row]),
-                    point_verdict=verdict_word(bool(point_pass[row]), ev.evaluable),
-                    n_pass=int(summary["n_pass"][row]),
-                    K=K,
-                    vfr=float(summary["vfr"][row]) if ev.evaluable else math.nan,
-                    dominant_verdict=verdict_word(
-                        bool(summary["dominant_pass"][row]), ev.evaluable
-                    ),
-                    sigma=float(summary["sigma"][row]) if ev.evaluable else math.nan,
-                    mean=float(summary["mean"][row]),
-                    sd=float(summary["sd"][row]),
-                    ci_low=float(summary["ci_low"][row]),
-                    ci_high=float(summary["ci_high"][row]),
-                    n_undefined=int(summary["n_undefined"][row]),
-                    window_n=p.table.n,
-                    resample_n=int(p.sizes.sum()),
-                    groups_left_out=left_out_groups(p.table.groups, p.support),
-                    groups_left_out_point=left_out_groups(p.table.groups, p.support_point),
-                    min_denominator=float(min_den[row]),
-                    evaluable=ev.evaluable,
-                    not_evaluable_reason=ev.reason,
-                    records_needed=ev.records_needed,
-                    records_needed_groups=ev.records_needed_groups,
-                    # a cell that is not evaluable has no disparity to explain or pool
-                    **(driver_fields(drivers.get(row)) if ev.evaluable else {}),
-                    groups_evaluated=int(n_eval[row]),
-                    groups_total=len(p.table.groups),
-                )
-                if pooled is not None and ev.evaluable:
+                value = pv[row]
+                if col["evaluable"][row] and not math.isnan(value):
+                    ev = EVALUABLE  # the common case: no tallies to build
+                else:
+                    ev = _evaluability(rule.name, tables[row], value, col["n_undefined"][row], K)
+                ok = ev.evaluable
+                cell = {
+                    **facts[row],
+                    **same,
+                    "value": value,
+                    "point_verdict": verdict_word(pp[row], ok),
+                    "n_pass": col["n_pass"][row],
+                    "vfr": col["vfr"][row] if ok else math.nan,
+                    "dominant_verdict": verdict_word(col["dominant_pass"][row], ok),
+                    "sigma": col["sigma"][row] if ok else math.nan,
+                    "mean": col["mean"][row],
+                    "sd": col["sd"][row],
+                    "ci_low": col["ci_low"][row],
+                    "ci_high": col["ci_high"][row],
+                    "n_undefined": col["n_undefined"][row],
+                    "min_denominator": float(min_den[row]),
+                    "evaluable": ok,
+                    "not_evaluable_reason": ev.reason,
+                    "records_needed": ev.records_needed,
+                    "records_needed_groups": ev.records_needed_groups,
+                    "groups_evaluated": int(n_eval[row]),
+                }
+                # a cell that is not evaluable has no disparity to explain or pool
+                if ok:
+                    cell.update(driver_fields(drivers.get(row)))
+                results[(i, rule.name)] = _new_cell(cell)
+                if pooled is not None and ok:
                     results[(i, rule.name)] = with_pooled(
                         results[(i, rule.name)], pooled, row, pooled_verdict
                     )
     return results
 
 
-def _evaluability(
-    metric: str, p: _Prepared, point_value: float, summary: Mapping, row: int, K: int
-) -> Evaluability:
-    n_undefined = int(summary["n_undefined"][row])
-    if bool(summary["evaluable"][row]) and not math.isnan(point_value):
-        return EVALUABLE  # the common case: no tallies to build
+def _table_facts(p: _Prepared, K: int) -> dict:
+    """The CellResult fields that depend on the table only (the same for every metric)."""
+    return {
+        "model_id": p.model_id,
+        "attribute": p.attribute,
+        "K": K,
+        "window_n": p.table.n,
+        "resample_n": int(p.sizes.sum()),
+        "groups_left_out": left_out_groups(p.table.groups, p.support),
+        "groups_left_out_point": left_out_groups(p.table.groups, p.support_point),
+        "groups_total": len(p.table.groups),
+    }
+
+
+def _size_withheld(p: _Prepared) -> frozenset[str]:
+    """The groups of a table no driver may show whatever the metric (drivers.size_withheld)."""
+    return size_withheld(p.table.groups, p.table.group_counts().tolist(), p.linked)
+
+
+def _once(make: Callable[[], list]) -> Callable[[], list]:
+    """``make()`` on the first call, the same list after: a stack whose metrics all pass
+    never computes its drivers' withheld groups."""
+    memo: list[list] = []
+
+    def get() -> list:
+        if not memo:
+            memo.append(make())
+        return memo[0]
+
+    return get
+
+
+#: Every field of a CellResult in order, with its default (``_REQUIRED``: none).
+_REQUIRED = object()
+_CELL_TEMPLATE = {
+    f.name: _REQUIRED if f.default is MISSING else f.default for f in fields(CellResult)
+}
+_REQUIRED_FIELDS = frozenset(k for k, v in _CELL_TEMPLATE.items() if v is _REQUIRED)
+
+
+def _new_cell(values: Mapping) -> CellResult:
+    """``CellResult(**values)`` without the generated ``__init__``. Why: a frozen
+    dataclass sets each of its ~60 fields through ``object.__setattr__``; for the
+    hundreds of cells of an evaluation that cost ~5 % of the engine's random draws
+    (``bench axis1``). The object is the same: every field set, in field order, defaults
+    for the ones not given; an unknown or missing field is refused as ``__init__`` would."""
+    d = dict(_CELL_TEMPLATE)
+    d.update(values)
+    if len(d) != len(_CELL_TEMPLATE):
+        raise TypeError(f"CellResult has no field {sorted(set(values) - set(_CELL_TEMPLATE))}")
+    if not values.keys() >= _REQUIRED_FIELDS:
+        raise TypeError(f"CellResult needs {sorted(_REQUIRED_FIELDS - values.keys())}")
+    cell = object.__new__(CellResult)
+    cell.__dict__.update(d)
+    return cell
+
+
+def _evaluability(metric: str, p: _Prepared, point_value: float, n_undefined: int, K: int
+                  ) -> Evaluability:  # fmt: skip
     scale = float(p.sizes.sum()) / p.table.n if p.table.n else 1.0
     return evaluability(
         metric, p.attribute, p.table.groups, tallies_from_table(p.table), point_value,
@@ -863,41 +956,40 @@ _VERDICT_FIELDS = ("value", "point_verdict", "n_pass", "vfr", "dominant_verdict"
 
 def _stack_drivers(
     name: str,
-    prepared: Sequence[_Prepared],
-    members: Sequence[int],
+    tables: Sequence[_Prepared],
     point: Tallies,
-    support_pt: np.ndarray,
+    entered: np.ndarray,
     boot: Tallies,
     support: np.ndarray,
     ms: int,
-    point_values: np.ndarray,
-    point_pass: np.ndarray,
-    summary: Mapping[str, np.ndarray],
+    point_values: Sequence[float],
+    point_pass: Sequence[bool],
+    col: Mapping[str, list],
     K: int,
+    withheld: Callable[[], list[frozenset[str]]],
 ) -> dict[int, Drivers | None]:
     """The drivers of the stack's rows that fail or flip and are defined (others: none).
 
     Only those rows are looked at again, so a grid that passes everywhere pays nothing.
+    ``entered`` (M, G): the groups that entered each point value; ``col``: the stack's
+    summary as lists; ``withheld()``: each table's groups withheld whatever the rate.
     """
     rows = [
         row
-        for row in range(len(members))
-        if not math.isnan(point_values[row])
+        for row, v in enumerate(point_values)
+        if not math.isnan(v)
         and needs_drivers(
-            verdict_word(bool(point_pass[row])),
-            verdict_word(bool(summary["dominant_pass"][row])),
-            int(summary["n_pass"][row]),
+            verdict_word(point_pass[row]),
+            verdict_word(col["dominant_pass"][row]),
+            col["n_pass"][row],
             K,
         )
     ]
     if not rows:
         return {}
-    first = prepared[members[0]]
-    sizes = np.stack([prepared[i].table.group_counts() for i in members])
     return stack_drivers(
-        name, first.table.groups, point, supported_groups(name, point, support_pt, ms),
-        boot, support, ms, sizes, rows, [prepared[i].linked for i in members],
-    )  # fmt: skip
+        name, tables[0].table.groups, point, entered, boot, support, ms, rows, withheld()
+    )
 
 
 def driver_fields(d: Drivers | None) -> dict:

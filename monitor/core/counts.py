@@ -53,6 +53,12 @@ def _fixed_point_words(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q >> _LO_BITS, q & _LO_MASK
 
 
+#: A score sum is hi * HI_SCALE + lo * LO_SCALE (powers of two: exact scalings, as
+#: ``np.ldexp`` in :func:`_words_to_float`); for compiled code reading :meth:`CountTable.words`.
+HI_SCALE = 2.0 ** (_LO_BITS - _FRAC_BITS)
+LO_SCALE = 2.0**-_FRAC_BITS
+
+
 def _words_to_float(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return np.ldexp(hi.astype(np.float64), _LO_BITS - _FRAC_BITS) + np.ldexp(
         lo.astype(np.float64), -_FRAC_BITS
@@ -275,6 +281,14 @@ class CountTable:
     def score_sq(self) -> np.ndarray:
         """Sum of squared scores per cell, as float64."""
         return _words_to_float(self._sq_hi, self._sq_lo)
+
+    def words(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The fixed-point words (hi, lo) of the score sums and (hi, lo) of the squares.
+
+        Why exposed: the bootstrap's parameters (monitor.core.axis1.draw_params) are read
+        by a compiled kernel in one pass, where the float views above would cost four
+        array conversions a table. Read only."""
+        return self._hi, self._lo, self._sq_hi, self._sq_lo
 
     def group_counts(self) -> np.ndarray:
         return self.counts.sum(axis=(1, 2, 3))

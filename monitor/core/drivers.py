@@ -43,7 +43,7 @@ from monitor.core.metrics import (
     selection_rate,
     true_positive_rate,
 )
-from monitor.core.privacy import SMALL_CELL, rounded_rate, suppressed_groups
+from monitor.core.privacy import RATE_DECIMALS, SMALL_CELL, rounded_rate, suppressed_groups
 
 #: Metrics whose value is the largest group figure only (the lowest group does not drive it).
 MAX_ONLY = frozenset({"CAL", "CAL_GAP"})
@@ -170,19 +170,29 @@ class Drivers:
     shares: tuple[tuple[str, float, float], ...]
 
 
+def size_withheld(
+    groups: Sequence[str], sizes: Sequence[int] | np.ndarray, linked: frozenset[str] = frozenset()
+) -> frozenset[str]:
+    """Groups whose figures may not be shown whatever the rate: secondary suppression over
+    the attribute's group sizes (:func:`monitor.core.privacy.suppressed_groups`) and the
+    groups ``linked`` withholds (an intersection's groups withheld within its margins, as
+    the published group figures withhold them: :func:`monitor.core.privacy.linked_withheld`).
+
+    Why apart from :func:`withheld_groups`: it depends on the table only, so the engine
+    computes it once per table rather than once per failing cell of every metric."""
+    hidden = suppressed_groups({g: int(n) for g, n in zip(groups, sizes, strict=True)})
+    return hidden | linked if linked else hidden
+
+
 def withheld_groups(
     groups: Sequence[str],
     sizes: np.ndarray,
     dens: np.ndarray,
     linked: frozenset[str] = frozenset(),
 ) -> set[str]:
-    """Groups whose figures may not be shown: secondary suppression over the attribute's
-    group sizes (:func:`monitor.core.privacy.suppressed_groups`), the groups ``linked``
-    withholds (an intersection's groups withheld within its margins, as the published
-    group figures withhold them: :func:`monitor.core.privacy.linked_withheld`), and any
-    group whose rate rests on fewer than SMALL_CELL records."""
-    hidden = set(suppressed_groups({g: int(n) for g, n in zip(groups, sizes, strict=True)}))
-    hidden |= set(linked)
+    """Groups whose figures may not be shown: :func:`size_withheld`, and any group whose
+    rate rests on fewer than SMALL_CELL records."""
+    hidden = set(size_withheld(groups, sizes, linked))
     hidden |= {g for g, d in zip(groups, dens, strict=True) if d < SMALL_CELL}
     return hidden
 
@@ -198,18 +208,20 @@ def _assemble(
     rates: Sequence[float],
     ok: Sequence[bool],
     dens: Sequence[float],
-    sizes: Sequence[int],
     lo_sh: Sequence[float],
     hi_sh: Sequence[float],
-    linked: frozenset[str] = frozenset(),
+    withheld: frozenset[str],
 ) -> Drivers | None:
-    """One cell's Drivers from its per-group figures (plain lists), privacy applied."""
+    """One cell's Drivers from its per-group figures (plain lists), privacy applied:
+    ``withheld`` (:func:`size_withheld` of its table) and any group whose rate rests on
+    fewer than SMALL_CELL records (:func:`withheld_groups`)."""
     entered = [i for i, flag in enumerate(ok) if flag and not math.isnan(rates[i])]
     if len(entered) < 2:
         return None
     lo_i = min(entered, key=lambda i: (rates[i], i))
     hi_i = max(entered, key=lambda i: (rates[i], -i))
-    hidden = withheld_groups(groups, sizes, dens, linked)
+    small = [groups[i] for i, d in enumerate(dens) if d < SMALL_CELL]
+    hidden = withheld.union(small) if small else withheld
 
     def shown(i: int, x: float) -> float:
         return math.nan if groups[i] in hidden else _rounded(x)
@@ -224,10 +236,11 @@ def _assemble(
         high_share=shown(hi_i, hi_sh[hi_i]),
         low_withheld=groups[lo_i] in hidden,
         high_withheld=groups[hi_i] in hidden,
+        # a share > 0 is finite: rounded as rounded_rate would, without its calls
         shares=tuple(
-            (groups[i], _rounded(lo_sh[i]), _rounded(hi_sh[i]))
+            (groups[i], round(lo_sh[i], RATE_DECIMALS), round(hi_sh[i], RATE_DECIMALS))
             for i in entered
-            if groups[i] not in hidden and (lo_sh[i] > 0 or hi_sh[i] > 0)
+            if (lo_sh[i] > 0 or hi_sh[i] > 0) and groups[i] not in hidden
         ),
     )
 
@@ -256,8 +269,8 @@ def cell_drivers(
         lo_sh = hi_sh = np.full(len(groups), np.nan)
     return _assemble(
         rate, groups, rates.tolist(), np.asarray(point_valid).tolist(),
-        rate_denominators(rate, point).tolist(), np.asarray(group_sizes).tolist(),
-        lo_sh.tolist(), hi_sh.tolist(),
+        rate_denominators(rate, point).tolist(), lo_sh.tolist(), hi_sh.tolist(),
+        size_withheld(groups, np.asarray(group_sizes).tolist()),
     )  # fmt: skip
 
 
@@ -375,15 +388,14 @@ def stack_drivers(
     boot: Tallies,
     support: np.ndarray,
     ms: int,
-    group_sizes: np.ndarray,
     rows: Sequence[int],
-    linked: Sequence[frozenset[str]] | None = None,
+    withheld: Sequence[frozenset[str]],
 ) -> dict[int, Drivers | None]:
     """:func:`cell_drivers` for some ``rows`` of a stack of M tables of one attribute
     shape: ``point`` (M, G) with the groups that entered each value, ``boot`` (M, K, G)
-    with the resample support (M, G) and ``ms``, ``group_sizes`` (M, G) of the windows,
-    ``linked`` (M) the groups each table's model withholds across families
-    (:func:`withheld_groups`).
+    with the resample support (M, G) and ``ms``, ``withheld`` (M) each table's
+    :func:`size_withheld` (secondary suppression over its window's group sizes and the
+    groups its model withholds across families).
 
     The resample shares of all rows with the same driver rate are counted in one
     compiled pass (:func:`stack_shares`), the point rates in one numpy pass; what is
@@ -399,12 +411,11 @@ def stack_drivers(
         lo, hi = stack_shares(name, rate, boot, support, ms, idx)
         pt = _row(point, idx)
         rates, dens = group_rates(rate, pt).tolist(), rate_denominators(rate, pt).tolist()
-        ok, sizes = point_valid[idx].tolist(), group_sizes[idx].tolist()
+        ok = point_valid[idx].tolist()
         lo_l, hi_l = lo.tolist(), hi.tolist()
         for j, r in enumerate(idx.tolist()):
-            extra = frozenset() if linked is None else linked[r]
             out[r] = _assemble(
-                rate, groups, rates[j], ok[j], dens[j], sizes[j], lo_l[j], hi_l[j], extra
+                rate, groups, rates[j], ok[j], dens[j], lo_l[j], hi_l[j], withheld[r]
             )
     return out
 

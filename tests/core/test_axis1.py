@@ -15,6 +15,7 @@ Seeds are fixed, so the run is repeatable.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -26,7 +27,11 @@ from monitor.bench.synthetic import synthetic_tables
 from monitor.config import MonitorConfig
 from monitor.core import sampling
 from monitor.core.axis1 import (
+    _CELL_FIELDS,
+    CellResult,
+    _new_cell,
     allocate_resample,
+    draw_params,
     evaluate_axis1,
     percentile_of_sorted,
     summarise_draws,
@@ -296,3 +301,50 @@ def test_icu_like_cohort_eopp_by_race_not_evaluable_with_records_needed():
     assert race.not_evaluable_reason == "fewer than two race groups have 20 positives (1 of 5 do)"
     assert race.needs() == "up to 5 more positives in 2"  # code 2 (Black): 15 positives
     assert res[("EOPP", "sex")].evaluable and res[("DI", "race")].evaluable
+
+
+# ----------------------------------------------------------------------------- engine internals
+def _numpy_draw_params(table: CountTable) -> tuple[np.ndarray, ...]:
+    """The sampling parameters as numpy computed them before the compiled kernel."""
+    counts = table.counts
+    G, _, _, B = counts.shape
+    strata = counts.sum(axis=(2, 3))
+    ones = counts[:, :, 1, :].sum(axis=-1)
+    p1 = np.divide(ones, strata, out=np.zeros(strata.shape), where=strata > 0)
+    per_bin = counts.sum(axis=2)
+    q = np.divide(
+        per_bin, strata[..., None], out=np.zeros(per_bin.shape), where=strata[..., None] > 0
+    )
+    s_sum, s_sq = table.score_sum.sum(axis=2), table.score_sq.sum(axis=2)
+    mu = np.divide(s_sum, per_bin, out=np.zeros(s_sum.shape), where=per_bin > 0)
+    var = np.maximum(
+        np.divide(s_sq, per_bin, out=np.zeros(s_sq.shape), where=per_bin > 0) - mu * mu, 0.0
+    )
+    return p1.reshape(-1), q.reshape(2 * G, B), mu, var
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 3_000), seed=st.integers(0, 2**31 - 1))
+def test_draw_params_kernel_equals_the_numpy_statement_to_the_bit(n, seed):
+    rng = np.random.default_rng(seed)
+    table = CountTable(("a", "b", "c"), bins=10)
+    # few records per cell: empty strata and bins, scores at 0 and 1 included
+    scores = np.where(rng.random(n) < 0.05, rng.integers(0, 2, n), rng.random(n))
+    table.add(rng.integers(0, 3, n), rng.integers(0, 2, n), rng.integers(0, 2, n), scores)
+    got = draw_params(table, np.zeros((3, 2)))
+    for want, have in zip(_numpy_draw_params(table), (got.p1, got.q, got.mu, got.var), strict=True):
+        assert want.shape == have.shape and want.tobytes() == have.tobytes()
+
+
+def test_new_cell_is_the_dataclass_and_refuses_what_init_refuses():
+    cell = evaluate_axis1(synthetic_tables(400, 1, 3), RULES[:1], K=20, N=400, threads=1)[0]
+    values = {f: getattr(cell, f) for f in _CELL_FIELDS}
+    made = _new_cell(values)
+    assert made == cell == CellResult(**values)
+    assert list(vars(made)) == list(_CELL_FIELDS)  # field order, as __init__ sets them
+    with pytest.raises(TypeError, match="has no field"):
+        _new_cell({**values, "no_such_field": 1})
+    with pytest.raises(TypeError, match="needs"):
+        _new_cell({k: v for k, v in values.items() if k != "metric"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.vfr = 0.0  # frozen as ever
