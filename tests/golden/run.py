@@ -9,8 +9,9 @@ and the check names which artefact changed.
 What runs (all in this process; no broker, no wall clock):
 
 * a seeded synthetic stream (two XGBoost models, the demo's ``group_score_shift``
-  scenario, the demo's poison messages) through :class:`MonitorService`'s pipeline in
-  batches, with Axis 2, Axis 3 and EquiLense run synchronously at fixed stream positions;
+  scenario, the demo's poison messages) through :class:`MonitorService`'s pipeline by the
+  embedded source, in batches, with Axis 2, Axis 3 and EquiLense run synchronously at
+  fixed stream positions;
 * every API route of the running service (the real HTTP server on an ephemeral port),
   ``/metrics`` included, and the status page;
 * the DuckDB file's tables, read after the service closed;
@@ -26,6 +27,7 @@ What is injected or normalised, never hashed (docs/decisions.md, "Golden run"):
   process, *when* an evaluation is written depends on the worker's speed;
 * durations measured with ``perf_counter`` (job and evaluation durations, audit step
   timings): their values are dropped, their presence kept;
+* the time zone: UTC while the run lasts (the API prints stored times in the host's);
 * temporary directories and ports: replaced by fixed words;
 * ``prometheus_client``'s ``_created`` samples (wall-clock creation times) are dropped.
 
@@ -45,14 +47,16 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -272,7 +276,7 @@ def _cell_keys(url: str) -> list[tuple[str, str, str]]:
 
 def service_run(tmp: Path, worker: bool = False) -> dict[str, str]:
     """The stream through the service; its routes, its file, its reports, its fleet view."""
-    from consumers.base import Origin
+    from consumers.embedded import EmbeddedSource
     from monitor.data.scorer import synthetic_stream
     from monitor.demo import DEFAULT_SCENARIO, payload_stream
     from monitor.report.render import render_report
@@ -294,15 +298,18 @@ def service_run(tmp: Path, worker: bool = False) -> dict[str, str]:
     try:
         assert service.api is not None
         url = service.api.url
-        stops = {int(len(payloads) * s) // BATCH * BATCH for s in AXES_AT}
-        for i in range(0, len(payloads), BATCH):
-            chunk = payloads[i : i + BATCH]
-            service.pipeline.ingest_batch(
-                chunk, [Origin("golden", 0, i + k) for k in range(len(chunk))]
-            )
+        # the embedded source, one batch a call (it continues where it stopped), so the
+        # clock moves between batches and the axes run at fixed stream positions
+        source = EmbeddedSource(payloads, service.pipeline, rate=None, batch_size=BATCH)
+        stops = {int(len(payloads) * s) // BATCH for s in AXES_AT}
+        stop = threading.Event()
+        batches = 0
+        while source.run(stop, max_messages=BATCH):
+            batches += 1
             clock.advance(BATCH_SECONDS)
-            if i + BATCH in stops:
+            if batches in stops:
                 _run_axes(service, clock)
+        assert source.exhausted and source.stats.messages == len(payloads)
         service.pipeline.flush()
         _run_axes(service, clock)
         assert service.page.wait_drawn(120), "the status page was not drawn"
@@ -423,10 +430,34 @@ def offline_run(tmp: Path, clock: StepClock) -> dict[str, str]:
 # ----------------------------------------------------------------------------- hashes
 
 
+@contextlib.contextmanager
+def utc_process() -> Iterator[None]:
+    """The process's local time zone set to UTC while the run opens its DuckDB
+    connections (and restored after: the tests that follow in the process keep theirs).
+
+    Why: DuckDB hands TIMESTAMPTZ values in the session's time zone, which defaults to
+    the host's, and the API prints them as they come (``/api/events``' ``created_at``,
+    ``/api/axes``' ``computed_at``): under TZ=Europe/Paris the same instant reads
+    "01:00:30+01:00". A finding about the product (docs/decisions.md, "Golden run"); here
+    the zone is fixed, as the clock is.
+    """
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
 def artefacts(only: str | None = None, worker: bool = False) -> dict[str, str]:
     """Every artefact's canonical text, by name (``only``: "service" or "offline";
     ``worker``: evaluations in the worker process, not the golden configuration)."""
-    with tempfile.TemporaryDirectory(prefix="vfr-golden-") as d:
+    with utc_process(), tempfile.TemporaryDirectory(prefix="vfr-golden-") as d:
         tmp = Path(d)
         out: dict[str, str] = {}
         if only in (None, "service"):
