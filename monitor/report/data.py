@@ -711,9 +711,12 @@ def _axis_names(cells: Iterable[CellPoint], config: MonitorConfig) -> tuple[list
     return metrics, attributes
 
 
-def _base(config: MonitorConfig, **kw: Any) -> dict[str, Any]:
+def _base(config: MonitorConfig, generated_at: datetime | None, **kw: Any) -> dict[str, Any]:
+    """The header fields every report shares. ``generated_at``: the time the header
+    shows, None for now (the one wall-clock value of a report; injected by the golden
+    run, tests/golden)."""
     return {
-        "generated_at": datetime.now(UTC),
+        "generated_at": datetime.now(UTC) if generated_at is None else generated_at,
         "version": __version__,
         "group_labels": {a.name: dict(a.groups) for a in config.grid_attributes},
         "tau": config.axis1.tau_vfr,
@@ -1072,6 +1075,7 @@ def read_database(
     since: date | str | None = None,
     until: date | str | None = None,
     source_name: str = "DuckDB",
+    generated_at: datetime | None = None,
 ) -> ReportData:
     """Read a service's DuckDB file (through ``conn``; SELECT only) into a ReportData.
 
@@ -1079,7 +1083,8 @@ def read_database(
     without it the thresholds stored with the results are hashed). ``since`` and
     ``until``: the first and last UTC day of the period (whole days only, see
     :func:`whole_day`); each model's evaluations, events and volumes are those of the
-    period widened to whole release blocks (:func:`snap_period`).
+    period widened to whole release blocks (:func:`snap_period`). ``generated_at``: the
+    header's time (None: now).
     """
     cfg = config or MonitorConfig()
     c = conn
@@ -1113,6 +1118,7 @@ def read_database(
     return ReportData(
         **_base(
             cfg,
+            generated_at,
             source="database",
             source_name=source_name,
             config_hash=config_hash(cfg) if config is not None else thresholds_hash(all_cells),
@@ -1164,12 +1170,17 @@ def _withheld(p: CellPoint) -> CellPoint:
 
 
 def read_audit_dir(
-    path: str | Path, config: MonitorConfig | None = None, *, models: list[str] | None = None
+    path: str | Path,
+    config: MonitorConfig | None = None,
+    *,
+    models: list[str] | None = None,
+    generated_at: datetime | None = None,
 ) -> ReportData:
     """An offline audit's ``cells.json`` (and ``mppd.json`` when present) as a ReportData.
 
     The audit has one cohort, so there is no history, no events and no N* curve (only
-    N* itself); kappa per metric is the kappa its cells carry.
+    N* itself); kappa per metric is the kappa its cells carry. ``generated_at``: the
+    header's time (None: now).
     """
     cfg = config or MonitorConfig()
     d = Path(path)
@@ -1218,6 +1229,7 @@ def read_audit_dir(
     return ReportData(
         **_base(
             cfg,
+            generated_at,
             source="audit",
             source_name=str(d),
             config_hash=thresholds_hash(cells),

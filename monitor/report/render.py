@@ -437,13 +437,15 @@ def _read_database_file(
     models: list[str] | None,
     since: date | str | None,
     until: date | str | None = None,
+    generated_at: datetime | None = None,
 ) -> ReportData:
     """:func:`read_database` on a file opened read-only, closed again whatever happens."""
     conn = open_database(path)
     try:
         return read_database(
-            conn, config, models=models, since=since, until=until, source_name=Path(path).name
-        )
+            conn, config, models=models, since=since, until=until, source_name=Path(path).name,
+            generated_at=generated_at,
+        )  # fmt: skip
     finally:
         conn.close()
 
@@ -456,6 +458,7 @@ def render_report(
     since: date | str | None = None,
     until: date | str | None = None,
     compare: tuple[str, str] | None = None,
+    generated_at: datetime | None = None,
 ) -> str:
     """The report of a service's DuckDB file, as one self-contained HTML string.
 
@@ -463,14 +466,16 @@ def render_report(
     service's ``store.cursor()`` (the service owns the file; only SELECTs are issued).
     ``since``/``until``: first and last UTC day of the period (whole days; see
     :func:`monitor.report.data.whole_day`). With ``compare=(A, B)`` the page holds the
-    two models' grids and changed cells.
+    two models' grids and changed cells. ``generated_at``: the time in the header (None:
+    now).
     """
     if isinstance(source, duckdb.DuckDBPyConnection):
         data = read_database(
-            source, config, models=models, since=since, until=until, source_name="service"
-        )
+            source, config, models=models, since=since, until=until, source_name="service",
+            generated_at=generated_at,
+        )  # fmt: skip
     else:
-        data = _read_database_file(source, config, models, since, until)
+        data = _read_database_file(source, config, models, since, until, generated_at)
     if not data.models:
         raise ReportInputError("no model has any evaluated cell yet: nothing to report")
     return render_data(data, compare)
@@ -510,6 +515,7 @@ def write_report(
     config: MonitorConfig | None = None,
     interventions: str | Path | None = None,
     figure_cache: str | Path | None = None,
+    generated_at: datetime | None = None,
 ) -> tuple[Path, str | None]:
     """Render and write a report; returns the path written and a note when it was renamed.
 
@@ -518,14 +524,17 @@ def write_report(
     the first free ``-2``, ``-3`` ... suffix is used, and the note says so.
     ``figure_cache``: a directory where each figure's SVG is kept under a hash of its
     data (:class:`monitor.report.figures.FigureCache`), so a report written again from
-    unchanged data draws no figure.
+    unchanged data draws no figure. ``generated_at``: the time in the header and, for an
+    audit, in the file name (None: now).
     """
     if (db is None) == (audit_dir is None):
         raise ReportInputError("give exactly one of --db FILE or --audit-dir DIR")
     if db is not None:
-        data = _read_database_file(db, config, models, since, until)
+        data = _read_database_file(db, config, models, since, until, generated_at)
     else:
-        data = read_audit_dir(audit_dir, config, models=models)  # type: ignore[arg-type]
+        data = read_audit_dir(
+            audit_dir, config, models=models, generated_at=generated_at  # type: ignore[arg-type]
+        )
     if not data.models:
         raise ReportInputError("no model has any evaluated cell yet: nothing to report")
     if compare is not None:

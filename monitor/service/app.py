@@ -142,7 +142,7 @@ class MonitorService:
         #: pipeline's lock, which an ingest batch holds for its whole write, and ``GET /``
         #: waited behind it (seconds under load: issue 25, target 3)
         self.page = PageRenderer(
-            lambda: stored_report(self.store, self.config, _NO_REPORT_YET),
+            lambda: stored_report(self.store, self.config, _NO_REPORT_YET, self.clock),
             lambda: self.page_version, max_age_s=STATUS_PAGE_MAX_AGE_S,
         )  # fmt: skip
         self.api: ApiServer | None = None

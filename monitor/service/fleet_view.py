@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from monitor import __version__
 from monitor.config import MonitorConfig
@@ -48,8 +48,12 @@ _NO_RESULTS_YET = (
 class FleetView:
     """The view's file and its :class:`~monitor.service.api.StateView` answers."""
 
-    def __init__(self, config: MonitorConfig, db_path: str):
+    def __init__(
+        self, config: MonitorConfig, db_path: str, clock: Callable[[], float] = time.time
+    ):
         self.config = config
+        #: dates the status page's report (injected by the golden run, tests/golden)
+        self.clock = clock
         self.store = Store(db_path, config)
         self.exporter = Exporter(
             __version__, group_codes=[c for a in config.grid_attributes for c in a.codes]
@@ -62,7 +66,7 @@ class FleetView:
         self.caught_up = False
         #: the report at ``/``, drawn in the background when results came
         self.page = PageRenderer(
-            lambda: stored_report(self.store, self.config, _NO_RESULTS_YET),
+            lambda: stored_report(self.store, self.config, _NO_RESULTS_YET, self.clock),
             lambda: self.applied, title="vfr-monitor view", max_age_s=float("inf"),
         )  # fmt: skip
         self.api: ApiServer | None = None

@@ -8,6 +8,7 @@ an answer computed from fewer than 11 records shows ``<11`` in place of its figu
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from batch_axes.axis2 import Axis2Cell, published_axis2
@@ -116,15 +117,22 @@ def stored_axes(
     return rows
 
 
-def stored_report(store: Store, config: MonitorConfig, empty_page: str) -> str:
+def stored_report(
+    store: Store,
+    config: MonitorConfig,
+    empty_page: str,
+    clock: Callable[[], float] | None = None,
+) -> str:
     """The governance report of the file (``empty_page`` while it has no evaluated cell),
-    read through a cursor of the owner's connection."""
+    read through a cursor of the owner's connection. ``clock`` (unix seconds; None: now)
+    dates the header: the service's own clock, so an injected one reaches the page."""
     from monitor.report.data import ReportInputError
     from monitor.report.render import render_report
 
+    at = None if clock is None else datetime.fromtimestamp(clock(), UTC)
     cursor = store.cursor()
     try:
-        return render_report(cursor, config=config)
+        return render_report(cursor, config=config, generated_at=at)
     except ReportInputError:
         return empty_page
     finally:
