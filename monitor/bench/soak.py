@@ -91,6 +91,10 @@ def _produce(bootstrap: str, topic: str, rate: float, seconds: float, out: Any) 
 #: as they arrive. RSS is measured from then on (STEADY_AFTER_S).
 SOAK_COHORT_S = 30
 SOAK_RETENTION_S = 60
+#: The longest outcome delay, compressed with them (30 days to 30 seconds): the retention
+#: must cover it (a prediction is kept while its outcome may still arrive), and the soak's
+#: records carry their outcome, so it only sets how long an unmatched one would be kept.
+SOAK_OUTCOME_DELAY_S = 30
 STEADY_AFTER_S = SOAK_RETENTION_S + 30
 
 
@@ -137,6 +141,7 @@ def soak_config(db: str) -> MonitorConfig:
                 "db_path": db, "axis2_interval_s": 60, "axis3_interval_s": 60,
                 "equilense_interval_s": 3_600, "retention_interval_s": 15, "http_port": 0,
             },
+            "outcomes": {"max_outcome_delay_days": SOAK_OUTCOME_DELAY_S / 86_400},
         }
     )  # fmt: skip
 
