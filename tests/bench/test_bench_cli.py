@@ -209,7 +209,7 @@ def test_every_benchmark_and_option_has_help() -> None:
 def test_the_documented_bench_commands_parse(capsys) -> None:
     """Every `vfr-monitor bench ...` command line in README.md, docs/ and the Makefile is
     accepted by the parser (optional parts in [brackets] included, a `# comment` left out,
-    the placeholder WHAT standing for every benchmark)."""
+    a placeholder such as WHAT or COMMAND standing for every benchmark)."""
     import re
     from pathlib import Path
 
@@ -220,10 +220,16 @@ def test_the_documented_bench_commands_parse(capsys) -> None:
     names = sorted(_bench_parsers())
     found = 0
     for path in files:
-        for line in re.findall(r"vfr-monitor bench [^`\n|#]*", path.read_text()):
+        for line in re.findall(r"vfr-monitor bench\b[^`\n|#]*", path.read_text()):
             words = line.replace("[", " ").replace("]", " ").split()[1:]
-            for what in names if words[1] == "WHAT" else [words[1]]:
-                argv = ["bench", what, *words[2:]]
+            if len(words) < 2:
+                continue  # "each `vfr-monitor bench` command ...": prose, not a command
+            if words[1].startswith("-"):  # `vfr-monitor bench --help`
+                whats, rest = [None], words[1:]
+            else:  # a placeholder in capitals (WHAT, COMMAND) stands for every benchmark
+                whats, rest = (names if words[1].isupper() else [words[1]]), words[2:]
+            for what in whats:
+                argv = ["bench", *([what] if what else []), *rest]
                 try:
                     ns = build_parser().parse_args(argv)
                 except SystemExit as exc:  # 0: --help printed; 2: a usage error
