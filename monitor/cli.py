@@ -19,103 +19,114 @@ SCENARIO_NAMES = ("demographic_shift", "hospital_case_mix", "label_rate", "group
 DEFAULT_SCENARIO = "group_score_shift"
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
+def _bench_axis1(args: argparse.Namespace) -> dict[str, Any]:
+    from monitor.bench.axis1 import run_axis1_bench, run_axis1_sweep
+
     cfg = load_config(args.config)
-    if args.what == "axis1":
-        from monitor.bench.axis1 import run_axis1_bench, run_axis1_sweep
-
-        if args.sweep:
-            out = run_axis1_sweep(
-                models=args.models or 12, K=cfg.axis1.K, N=cfg.axis1.N, config=cfg
-            )
-        else:
-            out = run_axis1_bench(
-                models=args.models or 12,
-                window=args.window,
-                K=cfg.axis1.K,
-                N=cfg.axis1.N,
-                repeats=args.repeats,
-                oracle_models=args.oracle_models,
-                config=cfg,
-            )
-    elif args.what == "ingest":
-        from monitor.bench.ingest import run_ingest_bench
-
-        out = run_ingest_bench(
-            events=args.events, bootstrap=args.bootstrap, max_batch=args.max_batch,
-            config=None if args.config is None else cfg, evaluations=not args.no_evaluations,
-            two_kinds=args.two_kinds,
+    if args.sweep:
+        return run_axis1_sweep(
+            models=args.models, K=cfg.axis1.K, N=cfg.axis1.N, repeats=args.repeats,
+            windows=args.windows, config=cfg,
         )  # fmt: skip
-    elif args.what == "axes":
-        from monitor.bench.axes import run_axes_bench
+    return run_axis1_bench(
+        models=args.models, window=args.window, K=cfg.axis1.K, N=cfg.axis1.N,
+        repeats=args.repeats, oracle_models=args.oracle_models, config=cfg,
+    )  # fmt: skip
 
-        if args.from_store:
-            from monitor.bench.axes import run_axes_store_bench
 
-            out = run_axes_store_bench(
-                records_per_model=args.records_per_model, models=args.models or 4,
-                repeats=min(args.repeats, 3), config=cfg,
+def _bench_ingest(args: argparse.Namespace) -> dict[str, Any]:
+    from monitor.bench.ingest import run_ingest_bench
+
+    return run_ingest_bench(
+        events=args.events, bootstrap=args.bootstrap, max_batch=args.max_batch,
+        config=None if args.config is None else load_config(args.config),
+        evaluations=not args.no_evaluations, two_kinds=args.two_kinds,
+    )  # fmt: skip
+
+
+def _bench_axes(args: argparse.Namespace) -> dict[str, Any]:
+    from monitor.bench.axes import run_axes_bench, run_axes_store_bench
+
+    cfg = load_config(args.config)
+    if args.from_store:
+        return run_axes_store_bench(
+            records_per_model=args.records_per_model, models=args.models,
+            repeats=min(args.repeats, 3), config=cfg,
+        )  # fmt: skip
+    return run_axes_bench(records=args.records, repeats=args.repeats, config=cfg)
+
+
+def _bench_alerts(args: argparse.Namespace) -> dict[str, Any] | int:
+    import tempfile
+    from pathlib import Path
+
+    from monitor.bench.alerts import ALERTMANAGER, RULE_FILES, run_alerts_bench
+
+    cfg = load_config(args.config)
+    try:
+        with tempfile.TemporaryDirectory(prefix="vfr-bench-alerts-") as tmp:
+            db = args.db or _headless_demo(cfg, args.records, tmp)
+            out = run_alerts_bench(
+                db, interval_s=args.interval, gap_s=args.gap,
+                rule_files=[Path(f) for f in args.rules] if args.rules else RULE_FILES,
+                alertmanager=Path(args.alertmanager) if args.alertmanager else ALERTMANAGER,
             )  # fmt: skip
-        else:
-            out = run_axes_bench(
-                records=args.records or 1_000_000, repeats=args.repeats, config=cfg
-            )
-    elif args.what == "alerts":
-        import tempfile
-        from pathlib import Path
+    except ValueError as exc:
+        print(f"vfr-monitor bench alerts: {exc}", file=sys.stderr)
+        return 2
+    if not args.json:
+        out = {k: out[k] for k in ("models", "planted", "interval_s", "evaluations")}
+    return out
 
-        from monitor.bench.alerts import ALERTMANAGER, RULE_FILES, run_alerts_bench
 
-        try:
-            with tempfile.TemporaryDirectory(prefix="vfr-bench-alerts-") as tmp:
-                db = args.db or _headless_demo(cfg, args.records or 100_000, tmp)
-                out = run_alerts_bench(
-                    db, interval_s=args.interval, gap_s=args.gap,
-                    rule_files=[Path(f) for f in args.rules] if args.rules else RULE_FILES,
-                    alertmanager=Path(args.alertmanager) if args.alertmanager else ALERTMANAGER,
-                )  # fmt: skip
-        except ValueError as exc:
-            print(f"vfr-monitor bench alerts: {exc}", file=sys.stderr)
-            return 2
-        if not args.json:
-            out = {k: out[k] for k in ("models", "planted", "interval_s", "evaluations")}
-    elif args.what == "outcomes":
-        import tempfile
+def _bench_outcomes(args: argparse.Namespace) -> dict[str, Any]:
+    import tempfile
 
-        from monitor.bench.outcome_lead import run_outcome_lead
+    from monitor.bench.outcome_lead import run_outcome_lead
 
-        with tempfile.TemporaryDirectory(prefix="vfr-bench-outcomes-") as tmp:
-            out = run_outcome_lead(
-                # the slow axes off (hourly): verdict flips do not wait for them
-                lambda mode, bias, d: _headless_demo(
-                    cfg, args.records or 100_000, d, outcomes=mode, bias=bias, axes_s=3600.0
-                ),
-                args.out_dir or tmp,
-                args.outcome_bias,
-            )
-    elif args.what == "soak":
-        from monitor.bench.soak import run_soak
+    cfg = load_config(args.config)
+    with tempfile.TemporaryDirectory(prefix="vfr-bench-outcomes-") as tmp:
+        return run_outcome_lead(
+            # the slow axes off (hourly): verdict flips do not wait for them
+            lambda mode, bias, d: _headless_demo(
+                cfg, args.records, d, outcomes=mode, bias=bias, axes_s=3600.0
+            ),
+            args.out_dir or tmp,
+            args.outcome_bias,
+        )
 
-        out = run_soak(minutes=args.minutes, rate=args.rate or 5_000.0, bootstrap=args.bootstrap)
-    elif args.what == "page":
-        from pathlib import Path
 
-        from monitor.bench.page import run_page_bench, with_before
+def _bench_soak(args: argparse.Namespace) -> dict[str, Any]:
+    from monitor.bench.soak import run_soak
 
-        records, rate = args.records or 100_000, args.rate or 3_000.0
-        page_cfg, payloads = _demo_payloads(cfg, records, rate)
-        out = run_page_bench(page_cfg, payloads, records=records, rate=rate,
-                             clients=args.clients, repeats=args.repeats)  # fmt: skip
-        if args.before:
-            out = with_before(out, json.loads(Path(args.before).read_text()))
-    else:
-        from monitor.bench.mppd import run_mppd_bench, run_mppd_bound_bench
+    return run_soak(minutes=args.minutes, rate=args.rate, bootstrap=args.bootstrap)
 
-        if args.bound:
-            sizes = tuple(SIZE(x) for x in args.sizes.split(","))
-            out = run_mppd_bound_bench(sizes=sizes, repeats=args.repeats)
-        else:
-            out = run_mppd_bench(n=args.n, n_large=args.n_large)
+
+def _bench_page(args: argparse.Namespace) -> dict[str, Any]:
+    from pathlib import Path
+
+    from monitor.bench.page import run_page_bench, with_before
+
+    page_cfg, payloads = _demo_payloads(load_config(args.config), args.records, args.rate)
+    out = run_page_bench(page_cfg, payloads, records=args.records, rate=args.rate,
+                         clients=args.clients, repeats=args.repeats)  # fmt: skip
+    if args.before:
+        out = with_before(out, json.loads(Path(args.before).read_text()))
+    return out
+
+
+def _bench_mppd(args: argparse.Namespace) -> dict[str, Any]:
+    from monitor.bench.mppd import run_mppd_bench, run_mppd_bound_bench
+
+    if args.bound:
+        return run_mppd_bound_bench(sizes=args.sizes, repeats=args.repeats)
+    return run_mppd_bench(n=args.n, n_large=args.n_large)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    out = args.bench(args)
+    if isinstance(out, int):  # a usage error the bench reported itself
+        return out
     if args.json:
         print(json.dumps(out))
     else:
@@ -566,84 +577,328 @@ POSITIVE = _number(float, lambda v: math.isfinite(v) and v > 0, "a number > 0")
 PORT = _number(int, lambda v: 0 <= v <= 65535, "a port number 0-65535")
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    """A comma-separated list of sizes (``1000,10000``), each a whole number >= 1."""
+    return tuple(SIZE(x.strip()) for x in text.split(","))
+
+
+class _OwnUsageParser(argparse.ArgumentParser):
+    """A subcommand's parser that refuses an option it does not know with its own usage
+    line (``usage: vfr-monitor bench axis1 ...``), instead of passing it up to the top-level
+    parser, whose message would not say which options the subcommand takes."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+def _add_bench_parser(sub: Any) -> None:
+    """`vfr-monitor bench WHAT`: one subparser per benchmark, each with only the options it
+    reads, so a misplaced option (``bench axis1 --minutes 3``) is a usage error instead of
+    being silently ignored."""
+    b = sub.add_parser(
+        "bench",
+        help="benchmarks: fast path and baseline timed in the same run",
+        description="Benchmarks: each times the fast path beside its baseline in the same run "
+        "and prints medians and ratios (docs/scaling.md quotes them). "
+        "`vfr-monitor bench WHAT --help` lists a benchmark's options.",
+    )
+    what = b.add_subparsers(
+        dest="what", required=True, metavar="WHAT", parser_class=_OwnUsageParser
+    )
+    b.set_defaults(func=_cmd_bench)
+
+    def bench(
+        name: str, run: Callable[[argparse.Namespace], Any], text: str, *, config: bool = True
+    ) -> argparse.ArgumentParser:
+        p = what.add_parser(name, help=text, description=text)
+        p.set_defaults(bench=run)
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        if config:
+            p.add_argument(
+                "--config",
+                default=None,
+                help="TOML config to bench (default: the defaults of docs/method.md section 9)",
+            )
+        return p
+
+    a1 = bench(
+        "axis1",
+        _bench_axis1,
+        "Axis 1 (VFR) on synthetic windows: the fast engine "
+        "against the record-level oracle and the floor, with the configured intersections",
+    )
+    a1.add_argument(
+        "--models", type=SIZE, default=12, help="synthetic models (default %(default)s)"
+    )
+    a1.add_argument(
+        "--window",
+        type=SIZE,
+        default=10_000,
+        help="records per model's window (default %(default)s; not with --sweep)",
+    )
+    a1.add_argument(
+        "--repeats",
+        type=SIZE,
+        default=5,
+        help="timed runs, the median reported (default %(default)s)",
+    )
+    a1.add_argument(
+        "--oracle-models",
+        type=SIZE,
+        default=1,
+        help="models the oracle also runs on, its VFRs compared with the engine's "
+        "(default %(default)s; not with --sweep)",
+    )
+    a1.add_argument(
+        "--sweep",
+        action="store_true",
+        help="time the engine alone at each of --windows: the cost must not grow with the window",
+    )
+    a1.add_argument(
+        "--windows",
+        type=_sizes,
+        default=(1_000, 10_000, 100_000, 1_000_000),
+        metavar="N,N,...",
+        help="with --sweep: window sizes (default 1000,10000,100000,1000000)",
+    )
+
+    ax = bench(
+        "axes",
+        _bench_axes,
+        "Axis 2 (N*) and Axis 3 (hospital kappa) on a large "
+        "synthetic cohort, or with --from-store as the scheduled jobs on a DuckDB file",
+    )
+    ax.add_argument(
+        "--records",
+        type=SIZE,
+        default=1_000_000,
+        help="cohort size (default %(default)s; not with --from-store)",
+    )
+    ax.add_argument(
+        "--repeats",
+        type=SIZE,
+        default=5,
+        help="timed runs, the median reported (default %(default)s; at most 3 with --from-store)",
+    )
+    ax.add_argument(
+        "--from-store",
+        action="store_true",
+        help="the jobs on a real DuckDB file: re-reading the cohorts against "
+        "incremental count tables",
+    )
+    ax.add_argument(
+        "--records-per-model",
+        type=SIZE,
+        default=1_000_000,
+        help="with --from-store: each model's cohort (default %(default)s)",
+    )
+    ax.add_argument(
+        "--models",
+        type=SIZE,
+        default=4,
+        help="with --from-store: models in the file (default %(default)s)",
+    )
+
+    mp = bench(
+        "mppd",
+        _bench_mppd,
+        "EquiLense's MPPD: the fast pair matcher against the "
+        "all-pairs oracle, or with --bound exact against bounded",
+        config=False,
+    )
+    mp.add_argument(
+        "--n", type=SIZE, default=20_000, help="records for fast vs oracle (default %(default)s)"
+    )
+    mp.add_argument(
+        "--n-large",
+        type=SIZE,
+        default=50_000,
+        help="records for the fast matcher alone (default %(default)s)",
+    )
+    mp.add_argument(
+        "--bound",
+        action="store_true",
+        help="EquiLense per model, exact against bounded (stratified sample), at each of --sizes",
+    )
+    mp.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=(175_000, 1_800_000),
+        metavar="N,N,...",
+        help="with --bound: cohort sizes (default 175000,1800000)",
+    )
+    mp.add_argument(
+        "--repeats",
+        type=SIZE,
+        default=5,
+        help="with --bound: runs per size, the median reported (default %(default)s)",
+    )
+
+    ig = bench(
+        "ingest",
+        _bench_ingest,
+        "the whole ingest pipeline against raw kafka-python "
+        "consumption of the same events, through a real broker",
+    )
+    ig.add_argument(
+        "--events", type=SIZE, default=1_000_000, help="events produced (default %(default)s)"
+    )
+    ig.add_argument(
+        "--max-batch",
+        type=SIZE,
+        default=5_000,
+        help="records per poll, for the raw consumer and the pipeline alike (default %(default)s)",
+    )
+    ig.add_argument(
+        "--bootstrap",
+        default=None,
+        metavar="HOST:PORT",
+        help="a running broker (default: start one with deploy/kafka/kafka.sh)",
+    )
+    ig.add_argument(
+        "--no-evaluations",
+        action="store_true",
+        help="hop evaluations off, to time the ingest path alone",
+    )
+    ig.add_argument(
+        "--two-kinds",
+        action="store_true",
+        help="predictions and their outcomes as separate messages, interleaved",
+    )
+
+    al = bench(
+        "alerts",
+        _bench_alerts,
+        "a demo year's DuckDB file replayed through the "
+        "exporter, the shipped alert rules (promtool) and Alertmanager routing (amtool)",
+    )
+    al.add_argument(
+        "--db", default=None, help="a demo DuckDB file (default: run the demo headless first)"
+    )
+    al.add_argument(
+        "--records",
+        type=SIZE,
+        default=100_000,
+        help="demo discharges, when no --db (default %(default)s)",
+    )
+    al.add_argument(
+        "--interval",
+        type=int,
+        default=900,
+        help="seconds between samples and rule runs, 15-3600 (default %(default)s)",
+    )
+    al.add_argument(
+        "--gap",
+        type=int,
+        default=None,
+        help="seconds of replay per evaluation (default: its event-time gap, cut "
+        "to the rules' memory)",
+    )
+    al.add_argument(
+        "--rules",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="alert rule files (default: the shipped deploy/prometheus rules)",
+    )
+    al.add_argument(
+        "--alertmanager",
+        default=None,
+        metavar="FILE",
+        help="Alertmanager config (default: the shipped one)",
+    )
+
+    so = bench(
+        "soak",
+        _bench_soak,
+        "steady load through a real broker with the scheduler "
+        "running: memory growth, lost and duplicated records, drain time",
+        config=False,
+    )
+    so.add_argument(
+        "--minutes",
+        type=POSITIVE,
+        default=10.0,
+        help="how long the producer runs (default %(default)s)",
+    )
+    so.add_argument(
+        "--rate",
+        type=POSITIVE,
+        default=5_000.0,
+        help="events per second produced (default %(default)s)",
+    )
+    so.add_argument(
+        "--bootstrap",
+        default=None,
+        metavar="HOST:PORT",
+        help="a running broker (default: start one with deploy/kafka/kafka.sh)",
+    )
+
+    pg = bench(
+        "page",
+        _bench_page,
+        "the status page's first byte under parallel readers while "
+        "the demo stream runs, then the file's report timed cold and cached",
+    )
+    pg.add_argument(
+        "--records", type=SIZE, default=100_000, help="demo discharges (default %(default)s)"
+    )
+    pg.add_argument(
+        "--rate",
+        type=POSITIVE,
+        default=3_000.0,
+        help="messages per second replayed (default %(default)s, the demo's)",
+    )
+    pg.add_argument(
+        "--clients", type=SIZE, default=4, help="parallel HTTP clients (default %(default)s)"
+    )
+    pg.add_argument(
+        "--repeats",
+        type=SIZE,
+        default=5,
+        help="report renders timed, the median reported (default %(default)s)",
+    )
+    pg.add_argument(
+        "--before",
+        default=None,
+        metavar="FILE",
+        help="JSON output of a before run: adds before / after ratios",
+    )
+
+    oc = bench(
+        "outcomes",
+        _bench_outcomes,
+        "the demo year with outcomes joined against "
+        "outcomes delayed: how much earlier the planted flip is confirmed",
+    )
+    oc.add_argument(
+        "--records",
+        type=SIZE,
+        default=100_000,
+        help="demo discharges per run (default %(default)s)",
+    )
+    oc.add_argument(
+        "--outcome-bias",
+        default=None,
+        metavar="ATTR=GROUP:SHARE",
+        help="also run delayed outcomes with this bias (e.g. race=2:0.3)",
+    )
+    oc.add_argument(
+        "--out-dir",
+        default=None,
+        help="keep each run's DuckDB file and report here (default: temporary)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vfr-monitor", description=__doc__)
     p.add_argument("--version", action="version", version=f"vfr-monitor {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    b = sub.add_parser("bench", help="benchmarks: fast path and baseline timed in the same run")
-    b.add_argument(
-        "what", choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak", "page", "outcomes"]
-    )
-    b.add_argument(
-        "--outcome-bias", default=None,
-        help="outcomes: also run delayed outcomes with this bias (e.g. race=2:0.3)",
-    )  # fmt: skip
-    b.add_argument(
-        "--out-dir", default=None,
-        help="outcomes: keep each run's DuckDB file and report here (default: temporary)",
-    )  # fmt: skip
-    b.add_argument("--minutes", type=POSITIVE, default=10.0, help="soak: duration")
-    b.add_argument(
-        "--rate", type=POSITIVE, default=None,
-        help="soak: events per second (5,000); page: messages/s replayed (3,000, the demo's)",
-    )  # fmt: skip
-    b.add_argument("--clients", type=SIZE, default=4, help="page: parallel HTTP clients")
-    b.add_argument("--before", default=None, help="page: JSON of a before run, for ratios")
-    b.add_argument(
-        "--config", default=None, help="TOML config (defaults: docs/method.md section 9)"
-    )
-    b.add_argument("--models", type=SIZE, default=None, help="axis1: 12; axes --from-store: 4")
-    b.add_argument("--window", type=SIZE, default=10_000)
-    b.add_argument("--repeats", type=SIZE, default=5)
-    b.add_argument("--oracle-models", type=COUNT, default=1, help="models the oracle runs on")
-    b.add_argument("--sweep", action="store_true", help="fast_s for windows 1e3..1e6")
-    b.add_argument(
-        "--records", type=SIZE, default=None,
-        help="axes: cohort size (1,000,000); alerts, page: demo discharges (100,000)",
-    )  # fmt: skip
-    b.add_argument(
-        "--from-store", action="store_true",
-        help="axes: the jobs on a real DuckDB file, re-read vs incremental count tables",
-    )  # fmt: skip
-    b.add_argument(
-        "--records-per-model", type=SIZE, default=1_000_000, help="axes --from-store: cohort"
-    )
-    b.add_argument("--n", type=SIZE, default=20_000, help="mppd: records for fast vs oracle")
-    b.add_argument("--n-large", type=SIZE, default=50_000, help="mppd: records, fast only")
-    b.add_argument(
-        "--bound", action="store_true",
-        help="mppd: EquiLense per model exact vs bounded (stratified sample) at --sizes",
-    )  # fmt: skip
-    b.add_argument(
-        "--sizes", default="175000,1800000", help="mppd --bound: cohort sizes (comma-separated)"
-    )
-    b.add_argument("--events", type=SIZE, default=1_000_000, help="ingest: events")
-    b.add_argument(
-        "--max-batch", type=SIZE, default=5_000,
-        help="ingest: records per poll, for the raw consumer and the pipeline alike",
-    )  # fmt: skip
-    b.add_argument("--bootstrap", default=None, help="ingest, soak: broker (default: start one)")
-    b.add_argument(
-        "--no-evaluations", action="store_true",
-        help="ingest: hop evaluations off, to time the ingest path alone",
-    )  # fmt: skip
-    b.add_argument(
-        "--two-kinds", action="store_true",
-        help="ingest: predictions and their outcomes as separate messages, interleaved",
-    )  # fmt: skip
-    b.add_argument("--db", default=None, help="alerts: a demo DuckDB file (default: run it)")
-    b.add_argument(
-        "--interval", type=int, default=900, help="alerts: s between samples and rule runs"
-    )
-    b.add_argument(
-        "--gap", type=int, default=None,
-        help="alerts: s of replay per evaluation (default: event time, cut to the rules' memory)",
-    )  # fmt: skip
-    b.add_argument("--rules", nargs="+", default=None, help="alerts: rule files")
-    b.add_argument("--alertmanager", default=None, help="alerts: Alertmanager config")
-    b.add_argument("--json", action="store_true")
-    b.set_defaults(func=_cmd_bench)
+    _add_bench_parser(sub)
 
     a = sub.add_parser("audit", help="all axes, tiers and EquiLense on a scored cohort file")
     a.add_argument("--input", required=True, help="scored cohort, .csv or .parquet, or "

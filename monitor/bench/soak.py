@@ -31,7 +31,7 @@ from typing import Any
 from consumers.kafka_source import KafkaSource
 from consumers.kafka_tools import ensure_topic
 from monitor.bench.ingest import local_broker
-from monitor.bench.synthetic import synthetic_window
+from monitor.bench.soak_producer import produce
 from monitor.config import MonitorConfig, config_from_mapping
 from monitor.config.sources import KafkaConfig
 
@@ -57,40 +57,16 @@ def _children_rss_mb() -> float:
     return total
 
 
-def _produce(bootstrap: str, topic: str, rate: float, seconds: float, out: Any) -> None:
-    """The producer process: one KafkaProducer, paced chunks of synthetic records (unique
-    ids, keyed by model) every 100 ms."""
-    import orjson
-
-    from consumers.kafka_source import _kafka
-
-    producer = _kafka().KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
-    per_model = max(1, int(rate // 40))  # 4 models, a chunk every 100 ms
-    start = time.monotonic()
-    sent, k = 0, 0
-    while time.monotonic() - start < seconds:
-        df = synthetic_window(per_model, models=4, seed=k).drop(columns=["decision"])
-        df["record_id"] = [f"s{k}-{i}" for i in range(len(df))]
-        # discharged now: the audit cohort (the last cohort_days) slides with the stream
-        df["event_time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        for rec in df.to_dict("records"):
-            producer.send(topic, orjson.dumps(rec), key=rec["model_id"].encode())
-        sent += len(df)
-        k += 1
-        delay = start + sent / rate - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-    producer.flush(timeout=120)
-    producer.close()
-    out.put(sent)
-
-
 #: The audit cohort and the record retention, compressed from 90 and 400 days to 30 and 60
 #: seconds, so that a 10-minute run reaches the steady state a deployment reaches after
 #: its retention period: the cohort stops growing, and retention deletes records as fast
 #: as they arrive. RSS is measured from then on (STEADY_AFTER_S).
 SOAK_COHORT_S = 30
 SOAK_RETENTION_S = 60
+#: The longest outcome delay, compressed with them (30 days to 30 seconds): the retention
+#: must cover it (a prediction is kept while its outcome may still arrive), and the soak's
+#: records carry their outcome, so it only sets how long an unmatched one would be kept.
+SOAK_OUTCOME_DELAY_S = 30
 STEADY_AFTER_S = SOAK_RETENTION_S + 30
 
 
@@ -137,6 +113,7 @@ def soak_config(db: str) -> MonitorConfig:
                 "db_path": db, "axis2_interval_s": 60, "axis3_interval_s": 60,
                 "equilense_interval_s": 3_600, "retention_interval_s": 15, "http_port": 0,
             },
+            "outcomes": {"max_outcome_delay_days": SOAK_OUTCOME_DELAY_S / 86_400},
         }
     )  # fmt: skip
 
@@ -170,7 +147,7 @@ def run_soak(
         runner.start()
         ctx = multiprocessing.get_context("spawn")
         sent_q = ctx.Queue()
-        producer = ctx.Process(target=_produce, args=(bootstrap, topic, rate, seconds, sent_q))
+        producer = ctx.Process(target=produce, args=(bootstrap, topic, rate, seconds, sent_q))
         samples: list[tuple[float, float, int]] = []  # (t, rss, lag)
         t0 = sampler.t0 = time.monotonic()
         producer.start()

@@ -158,3 +158,84 @@ def test_bench_page_reads_the_status_page_while_the_demo_stream_runs(capsys, tmp
     assert ratios["report_render_s"] == round(12.0 / out["report_render_s"], 2)
     zero = with_before({"report_render_s": 0.0}, {"report_render_s": 1.0})
     assert zero["ratio_before_over_after"] == {}  # no ratio to a zero
+
+
+def _bench_parsers() -> dict:
+    from tests.bench.test_bench_smoke import bench_subparsers
+
+    return bench_subparsers()
+
+
+def test_an_option_of_another_benchmark_is_a_usage_error(capsys) -> None:
+    """Each benchmark takes only its own options: one meant for another is refused with the
+    benchmark's own usage line (it used to run, silently ignoring it)."""
+    import pytest
+
+    for argv, wrong in (
+        (["axis1", "--minutes", "3", "--clients", "9"], "--minutes 3 --clients 9"),
+        (["soak", "--config", "x.toml"], "--config x.toml"),
+        (["mppd", "--records", "5"], "--records 5"),
+        (["page", "--sweep"], "--sweep"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(["bench", *argv])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert f"usage: vfr-monitor bench {argv[0]} " in err
+        assert f"error: unrecognized arguments: {wrong}" in err
+
+
+def test_bad_size_lists_are_usage_errors(capsys) -> None:
+    import pytest
+
+    for argv, bad in (
+        (["mppd", "--bound", "--sizes", "5000,x"], "--sizes: 'x'"),
+        (["axis1", "--sweep", "--windows", "0"], "--windows: '0'"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(["bench", *argv])
+        assert exc.value.code == 2
+        assert f"argument {bad} is not a whole number >= 1" in capsys.readouterr().err
+
+
+def test_every_benchmark_and_option_has_help() -> None:
+    parsers = _bench_parsers()
+    for name, parser in parsers.items():
+        assert parser.description, name
+        for action in parser._actions:
+            assert action.help and action.help.strip(), f"bench {name} {action.option_strings}"
+
+
+def test_the_documented_bench_commands_parse(capsys) -> None:
+    """Every `vfr-monitor bench ...` command line in README.md, docs/ and the Makefile is
+    accepted by the parser (optional parts in [brackets] included, a `# comment` left out,
+    a placeholder such as WHAT or COMMAND standing for every benchmark)."""
+    import re
+    from pathlib import Path
+
+    from monitor.cli import build_parser
+
+    root = Path(__file__).resolve().parents[2]
+    files = [root / "README.md", root / "Makefile", *sorted((root / "docs").rglob("*.md"))]
+    names = sorted(_bench_parsers())
+    found = 0
+    for path in files:
+        for line in re.findall(r"vfr-monitor bench\b[^`\n|#]*", path.read_text()):
+            words = line.replace("[", " ").replace("]", " ").split()[1:]
+            if len(words) < 2:
+                continue  # "each `vfr-monitor bench` command ...": prose, not a command
+            if words[1].startswith("-"):  # `vfr-monitor bench --help`
+                whats, rest = [None], words[1:]
+            else:  # a placeholder in capitals (WHAT, COMMAND) stands for every benchmark
+                whats, rest = (names if words[1].isupper() else [words[1]]), words[2:]
+            for what in whats:
+                argv = ["bench", *([what] if what else []), *rest]
+                try:
+                    ns = build_parser().parse_args(argv)
+                except SystemExit as exc:  # 0: --help printed; 2: a usage error
+                    err = capsys.readouterr().err
+                    assert exc.code == 0, f"{path.name}: `{' '.join(argv)}` is refused: {err}"
+                else:
+                    assert ns.what == what
+                found += 1
+    assert found >= 10  # README's list and docs/scaling.md's table at least
