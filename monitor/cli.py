@@ -170,6 +170,10 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     from monitor.audit.run import Progress, format_summary, run_audit, write_report
 
     config = load_config(args.config)
+    if args.skip_invalid_rows:  # the flag turns on [input] skip_invalid_rows for this run
+        config = config.model_copy(
+            update={"input": config.input.model_copy(update={"skip_invalid_rows": True})}
+        )
     try:
         report = run_audit(args.input, config, Progress(enabled=not args.quiet))
     except AuditInputError as exc:
@@ -649,6 +653,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--config", default=None, help="TOML config (column/code mapping in [input])")
     a.add_argument("--out", required=True, help="output directory")
     a.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    a.add_argument(
+        "--skip-invalid-rows", action="store_true",
+        help="audit the valid rows and count the rest by reason (default: refuse a file "
+        "with invalid rows); as [input] skip_invalid_rows = true",
+    )  # fmt: skip
     a.set_defaults(func=_cmd_audit)
 
     iv = sub.add_parser("intervene", help="the four-baseline intervention comparison (B1-B4)")

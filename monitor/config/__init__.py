@@ -341,6 +341,10 @@ class InputConfig(_Strict):
     label_from: LabelRule | None = None
     #: model id for a file with one score column and no model_id column
     model_id: str = "model"
+    #: false (default): a file with any invalid row is refused, naming the faults; true:
+    #: the valid rows are audited and the rest counted by reason in the output
+    #: (``audit --skip-invalid-rows`` sets it for one run)
+    skip_invalid_rows: bool = False
 
 
 class InterventionConfig(_Strict):
@@ -692,10 +696,19 @@ def config_from_mapping(
         raise config_error(exc, data, "", SECRET_FIELDS, env_vars_set(env)) from None
 
 
-def load_config(path: str | Path | None = None) -> MonitorConfig:
-    """Load a TOML config file (or the defaults when path is None)."""
+def load_config(
+    path: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> MonitorConfig:
+    """Load a TOML config file, or the defaults when path is None; either way with the
+    ``VFR_KAFKA_*`` environment overrides (``environ``, default: the process environment).
+
+    Why the environment applies without a file too: ``VFR_KAFKA_BOOTSTRAP=host:9092
+    vfr-monitor run`` is the documented way to point the service at a broker (a
+    container is configured by its environment), and it must not need a TOML file that
+    says nothing else.
+    """
     if path is None:
-        return MonitorConfig()
+        return config_from_mapping({}, environ)
     p = Path(path)
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -703,4 +716,4 @@ def load_config(path: str | Path | None = None) -> MonitorConfig:
         raise ConfigError("<file>", f"config file not found: {p}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("<file>", f"not valid TOML: {exc}") from None
-    return config_from_mapping(raw)
+    return config_from_mapping(raw, environ)
