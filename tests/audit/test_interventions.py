@@ -335,12 +335,8 @@ def test_the_governance_report_carries_the_four_baselines(cohort_dir: Path, cli_
     for b in doc["baselines"]:
         assert f"<td>{b['baseline']}</td><td>{b['method']}</td><td>{b['accuracy']:.3f}" in section
     assert "no hospital in two parts" in section
-    assert (
-        main(
-            ["report", "--audit-dir", str(audit), "--interventions", str(audit), "--out", f"{out}/"]
-        )
-        == 2
-    )  # not an intervene directory: a clear error
+    assert main(["report", "--audit-dir", str(audit), "--interventions", str(audit),
+                 "--out", f"{out}/"]) == 2  # not an intervene directory: a clear error
 
 
 def test_an_intersection_is_held_to_the_di_target_but_owns_no_threshold() -> None:
