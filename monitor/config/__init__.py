@@ -433,6 +433,9 @@ class ServiceConfig(_Strict):
         "64MB", pattern=r"^[0-9]+(\.[0-9]+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )
     http_host: str = "127.0.0.1"
+    #: `vfr-monitor run` prints a progress line (messages/s, stored, dead letters, lag)
+    #: every this many seconds; 0: none (``run --progress-interval``)
+    progress_interval_s: float = Field(10.0, ge=0)
     http_port: int = Field(9464, ge=0, le=65535)
     #: Prometheus-style web-config file (TLS, basic-auth users); relative paths in it are
     #: relative to it. Absent: plain HTTP without authentication (keep it on loopback).
@@ -449,6 +452,10 @@ class ServiceConfig(_Strict):
     #: audit cohort of the scheduled axes: each model's records of the last cohort_days
     cohort_days: float = Field(90.0, gt=0)
     axis2_interval_s: float = Field(3600.0, gt=0)
+    #: the slow axes (Axis 2, Axis 3, EquiLense) run for a model as soon as it has this many
+    #: records and no result of theirs yet, then on their cadence: without it a new model's
+    #: tiers read Pending until the next interval (an hour by default)
+    axes_first_run_records: int = Field(1_000, ge=1)
     axis3_interval_s: float = Field(3600.0, gt=0)
     equilense_interval_s: float = Field(3600.0, gt=0)
     #: minimum time between two drift-triggered early runs of the slow axes
