@@ -191,7 +191,7 @@ def open_consumer(cfg: KafkaConfig, *topics: str) -> Any:
     kafka_log.addHandler(spy)
     try:
         return kafka.KafkaConsumer(*topics, **consumer_kwargs(cfg))
-    except (kafka.errors.KafkaTimeoutError, kafka.errors.NoBrokersAvailable):
+    except kafka.errors.KafkaTimeoutError:  # kafka-python 3: "Unable to bootstrap"
         if not spy.seen:
             raise StartupError(unreachable_message(cfg)) from None
         raise _login_rejected(cfg, ConfigError) from None
