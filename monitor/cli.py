@@ -465,7 +465,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     else:
         from consumers.kafka_tools import ensure_topic, produce_records
 
-        ensure_topic(args.bootstrap, args.topic)
+        _ensure_topic_or_name_broker(ensure_topic, args.bootstrap, args.topic)
         records = _paced(iter_messages(messages), args.rate)
         produce_records(args.bootstrap, args.topic, records)  # raises unless all delivered
         where = f"{args.bootstrap} topic {args.topic}"
@@ -483,6 +483,19 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     print(f"vfr-monitor produce: the settings `run` needs for them -> {config_out}")
     print(f"vfr-monitor produce: consume with: {run}")
     return 0
+
+
+def _ensure_topic_or_name_broker(ensure_topic: Any, bootstrap: str, topic: str) -> None:
+    """``produce --bootstrap``'s topic, or a StartupError naming the address when no broker
+    answers (kafka-python's bare "Unable to bootstrap" would be withheld)."""
+    from consumers.broker_check import no_broker_message
+    from consumers.kafka_source import _kafka
+
+    try:
+        ensure_topic(bootstrap, topic)
+    except _kafka().errors.KafkaTimeoutError:
+        servers = [s.strip() for s in bootstrap.split(",") if s.strip()]
+        raise StartupError(no_broker_message(servers, "in time", "--bootstrap")) from None
 
 
 def _q(text: Any) -> str:

@@ -168,9 +168,16 @@ def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
     # the files (they travel further than the terminal the audit ran in)
     left_out = {k: SMALL_CELL_LABEL if 0 < v < SMALL_CELL else v
                 for k, v in report.left_out.items()}  # fmt: skip
+    notes = list(report.notes)
+    if left_out:  # the governance report (report --audit-dir) shows the notes
+        notes.append(
+            "Invalid records left out of the audit ([input] skip_invalid_rows), by reason: "
+            + ", ".join(f"{k} {v}" for k, v in left_out.items())
+            + "."
+        )
     paths["cells_json"].write_text(json.dumps(
-        {"cells": rows, "notes": report.notes, "timings_s": report.timings,
-         "left_out": left_out}, indent=1,
+        {"cells": rows, "notes": notes, "timings_s": report.timings, "left_out": left_out},
+        indent=1,
     ))  # fmt: skip
     paths["mppd"].write_text(json.dumps(published_equilense(report.equilense), indent=1))
     return paths

@@ -23,9 +23,7 @@ from typing import TextIO
 from monitor.stream.dead_letter_watch import IngestTally
 
 
-def progress_line(
-    tally: IngestTally, lag: Mapping[int, int] | None, rate: float | None
-) -> str:
+def progress_line(tally: IngestTally, lag: Mapping[int, int] | None, rate: float | None) -> str:
     """The line, from the tally, the lag per partition (None: the source has none) and the
     messages per second since the last line (None: the first line).
 

@@ -62,6 +62,11 @@ def test_skip_invalid_rows_audits_the_rest_and_counts_by_reason(faulty, capsys):
     written = json.loads((d / "skipped" / "cells.json").read_text())
     assert written["left_out"] == {"missing:score": 30, "out_of_range:score": "<11"}
     assert json.loads((d / "clean" / "cells.json").read_text())["left_out"] == {}
+    # the governance report of the audit says what was left out
+    assert main(["report", "--audit-dir", str(d / "skipped"), "--out", str(d / "r.html")]) == 0
+    page = (d / "r.html").read_text()
+    assert "Invalid records left out of the audit" in page
+    assert "missing:score 30, out_of_range:score &lt;11" in page
 
 
 def test_config_key_skips_and_small_counts_are_withheld_in_files(faulty, capsys, tmp_path):

@@ -105,7 +105,7 @@ def test_readme_file_recipe_stores_what_produce_wrote(tmp_path, monkeypatch, cap
     stored 0 records (unknown_model, out_of_range:event_time); now it stores them all."""
     out = _run_recipe(_recipe("file"), tmp_path, monkeypatch, capsys)
     _stored_all(out)
-    assert "consume with: vfr-monitor run --input stream.jsonl --config stream.toml" in out
+    assert "run --input stream.jsonl --config stream.toml" in out  # program: as it runs here
 
 
 def test_readme_kafka_recipe_stores_what_produce_published(
