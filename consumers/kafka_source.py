@@ -133,6 +133,12 @@ def consumer_kwargs(cfg: KafkaConfig) -> dict[str, Any]:
         # broker is back; the readiness bound caps it instead.
         "reconnect_backoff_max_ms": round(cfg.broker_unreachable_after_s * 1000),
         "max_poll_interval_ms": cfg.max_poll_interval_ms,
+        # a group joined before the broker's metadata holds a just-created topic is given
+        # no partitions of it ("No partition metadata"), and kafka-python rejoins only when
+        # its metadata is next refreshed: every 5 min by default, 5 s here (one small
+        # request). Without it the test consumers of new topics waited minutes whenever
+        # the join was quick (kafka-python at WARNING made it so).
+        "metadata_max_age_ms": 5_000,
         # KIP-429: a rebalance moves only the partitions that change owner; the others go
         # on being consumed (no stop-the-world revoke, no rebuild of what stays)
         "partition_assignment_strategy": (_cooperative_sticky(),),
