@@ -45,12 +45,20 @@ from monitor.core.locks import named_lock
 log = logging.getLogger(__name__)
 
 
-def quiet_kafka_library_logs() -> None:
-    """Cap kafka-python's loggers at INFO: at DEBUG it logs the raw bytes of every request
-    and response, i.e. record payloads (patient data), whatever the service's log level."""
-    lib = logging.getLogger("kafka")
-    if lib.level < logging.INFO:  # NOTSET (0) too: a later DEBUG root must not reach it
-        lib.setLevel(logging.INFO)
+def quiet_kafka_library_logs(level: str = "WARNING") -> None:
+    """Set kafka-python's loggers ("kafka.*") to ``level`` (``[kafka] library_log_level``,
+    ``VFR_KAFKA_LOG_LEVEL``), never below INFO.
+
+    WARNING by default: at INFO kafka-python writes ~100 lines of connection and group
+    chatter per run, which buries the service's own lines. Never DEBUG: at DEBUG it logs
+    the raw bytes of every request and response, i.e. record payloads (patient data),
+    whatever the service's log level.
+    """
+    wanted = logging.getLevelName(level)
+    if not isinstance(wanted, int):
+        wanted = logging.WARNING
+    # NOTSET (0) is raised too: a later DEBUG root must not reach it
+    logging.getLogger("kafka").setLevel(max(wanted, logging.INFO))
 
 
 #: Unprocessed messages per (topic, partition).
@@ -66,6 +74,7 @@ def _kafka() -> types.ModuleType:
         import kafka
         import kafka.errors
         import kafka.structs
+    quiet_kafka_library_logs()  # every client (admin, producer, consumer): WARNING at first
     deliver_bytes_before_eof()
     try:
         import crc32c  # noqa: F401
@@ -135,6 +144,12 @@ def consumer_kwargs(cfg: KafkaConfig) -> dict[str, Any]:
         # broker is back; the readiness bound caps it instead.
         "reconnect_backoff_max_ms": round(cfg.broker_unreachable_after_s * 1000),
         "max_poll_interval_ms": cfg.max_poll_interval_ms,
+        # a group joined before the broker's metadata holds a just-created topic is given
+        # no partitions of it ("No partition metadata"), and kafka-python rejoins only when
+        # its metadata is next refreshed: every 5 min by default, 5 s here (one small
+        # request). Without it the test consumers of new topics waited minutes whenever
+        # the join was quick (kafka-python at WARNING made it so).
+        "metadata_max_age_ms": 5_000,
         # KIP-429: a rebalance moves only the partitions that change owner; the others go
         # on being consumed (no stop-the-world revoke, no rebuild of what stays)
         "partition_assignment_strategy": (_cooperative_sticky(),),
@@ -170,33 +185,51 @@ class _AuthFailureSpy(logging.Handler):
 
 
 def open_consumer(cfg: KafkaConfig, *topics: str) -> Any:
-    """A KafkaConsumer for ``cfg``; rejected credentials raise ConfigError naming the setting.
+    """A KafkaConsumer for ``cfg``; rejected credentials raise ConfigError naming the setting,
+    and no broker answering within ``bootstrap_timeout_ms`` a StartupError naming the
+    address and what to check (:func:`consumers.broker_check.unreachable_message`).
 
-    Logs the settings' security warnings (SASL_PLAINTEXT with PLAIN, hostname checks off).
+    Logs the settings' security warnings (SASL_PLAINTEXT with PLAIN, hostname checks off),
+    and the address it is connecting to, so a wrong one is not met with silence.
     """
-    from monitor.config import ConfigError
+    from consumers.broker_check import unreachable_message
+    from monitor.config import ConfigError, StartupError
 
     kafka = _kafka()
+    quiet_kafka_library_logs(cfg.library_log_level)
     for warning in cfg.security_warnings():
         log.warning(warning)
+    log.info(
+        "kafka: connecting to %s (%s; giving up after %g s: kafka.bootstrap_timeout_ms)",
+        ",".join(cfg.bootstrap_servers), cfg.security_protocol, cfg.bootstrap_timeout_ms / 1000,
+    )  # fmt: skip
     spy = _AuthFailureSpy(kafka.errors.SaslAuthenticationFailedError)
     kafka_log = logging.getLogger("kafka")
     kafka_log.addHandler(spy)
     try:
         return kafka.KafkaConsumer(*topics, **consumer_kwargs(cfg))
+    except kafka.errors.KafkaTimeoutError:  # kafka-python 3: "Unable to bootstrap"
+        if not spy.seen:
+            raise StartupError(unreachable_message(cfg)) from None
+        raise _login_rejected(cfg, ConfigError) from None
     except kafka.errors.KafkaError:
         if not spy.seen:
             raise
-        field = "sasl_plain_password_file" if cfg.sasl_plain_password_file else (
-            "sasl_plain_password")  # fmt: skip
-        raise ConfigError(
-            f"kafka.{field}",
-            f"the broker at {','.join(cfg.bootstrap_servers)} rejected the {cfg.sasl_mechanism} "
-            f"login of user {cfg.sasl_plain_username!r}: check kafka.sasl_plain_username and "
-            "the password (VFR_KAFKA_SASL_PASSWORD or VFR_KAFKA_SASL_PASSWORD_FILE)",
-        ) from None
+        raise _login_rejected(cfg, ConfigError) from None
     finally:
         kafka_log.removeHandler(spy)
+
+
+def _login_rejected(cfg: KafkaConfig, error: type[Exception]) -> Exception:
+    """The ConfigError of a rejected SASL login, naming the setting to fix."""
+    field = "sasl_plain_password_file" if cfg.sasl_plain_password_file else (
+        "sasl_plain_password")  # fmt: skip
+    return error(
+        f"kafka.{field}",
+        f"the broker at {','.join(cfg.bootstrap_servers)} rejected the {cfg.sasl_mechanism} "
+        f"login of user {cfg.sasl_plain_username!r}: check kafka.sasl_plain_username and "
+        "the password (VFR_KAFKA_SASL_PASSWORD or VFR_KAFKA_SASL_PASSWORD_FILE)",
+    )
 
 
 def _broker_connected_probe(consumer: Any) -> Callable[[], bool]:

@@ -181,6 +181,10 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     from monitor.audit.run import Progress, format_summary, run_audit, write_report
 
     config = load_config(args.config)
+    if args.skip_invalid_rows:  # the flag turns on [input] skip_invalid_rows for this run
+        config = config.model_copy(
+            update={"input": config.input.model_copy(update={"skip_invalid_rows": True})}
+        )
     try:
         report = run_audit(args.input, config, Progress(enabled=not args.quiet))
     except AuditInputError as exc:
@@ -307,14 +311,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
         service.start()
         print(f"vfr-monitor: serving /metrics and /api on {service.api.url}", flush=True)
         print(f"vfr-monitor: DuckDB file {service.store.path}", flush=True)
-        n = run_until_stopped(
-            service, source, stop, max_messages=args.max_messages, until_idle_s=args.until_idle
-        )
+        progress = _progress_reporter(args, config, service)  # hook: monitor.service.progress
+        try:
+            n = run_until_stopped(
+                service, source, stop, max_messages=args.max_messages,
+                until_idle_s=args.until_idle,
+            )  # fmt: skip
+        finally:
+            progress.stop()
         source.close()
         print(f"vfr-monitor: stopped after {n} messages: {service.tally.summary()}", flush=True)
     finally:
         service.close()  # stops the outbox relay after the last evaluations are written
     return 0
+
+
+def _progress_reporter(args: argparse.Namespace, config: Any, service: Any) -> Any:
+    """The progress line of ``run`` (``--progress-interval``, else ``[service]
+    progress_interval_s``; 0: none), started."""
+    from monitor.service.progress import ProgressReporter
+
+    every = config.service.progress_interval_s
+    if args.progress_interval is not None:
+        every = args.progress_interval
+    reporter = ProgressReporter(service.tally, service.lag, every)
+    reporter.start()
+    return reporter
 
 
 def _cmd_view(args: argparse.Namespace) -> int:
@@ -452,17 +474,17 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     if args.bootstrap is None:
         _write_frame(messages, args.out)
         where = f"{args.out}"
-        run = f"vfr-monitor run --input {args.out} --config {config_out}"
+        run = f"{_self_command()} run --input {_q(args.out)} --config {_q(config_out)}"
     else:
         from consumers.kafka_tools import ensure_topic, produce_records
 
-        ensure_topic(args.bootstrap, args.topic)
+        _ensure_topic_or_name_broker(ensure_topic, args.bootstrap, args.topic)
         records = _paced(iter_messages(messages), args.rate)
         produce_records(args.bootstrap, args.topic, records)  # raises unless all delivered
         where = f"{args.bootstrap} topic {args.topic}"
         run = (
-            f"VFR_KAFKA_BOOTSTRAP={args.bootstrap} VFR_KAFKA_TOPIC={args.topic} "
-            f"vfr-monitor run --config {config_out}"
+            f"VFR_KAFKA_BOOTSTRAP={_q(args.bootstrap)} VFR_KAFKA_TOPIC={_q(args.topic)} "
+            f"{_self_command()} run --config {_q(config_out)}"
         )
     what = "scored records"
     if mode == "delayed":
@@ -474,6 +496,41 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     print(f"vfr-monitor produce: the settings `run` needs for them -> {config_out}")
     print(f"vfr-monitor produce: consume with: {run}")
     return 0
+
+
+def _ensure_topic_or_name_broker(ensure_topic: Any, bootstrap: str, topic: str) -> None:
+    """``produce --bootstrap``'s topic, or a StartupError naming the address when no broker
+    answers (kafka-python's bare "Unable to bootstrap" would be withheld)."""
+    from consumers.broker_check import no_broker_message
+    from consumers.kafka_source import _kafka
+
+    try:
+        ensure_topic(bootstrap, topic)
+    except _kafka().errors.KafkaTimeoutError:
+        servers = [s.strip() for s in bootstrap.split(",") if s.strip()]
+        raise StartupError(no_broker_message(servers, "in time", "--bootstrap")) from None
+
+
+def _q(text: Any) -> str:
+    import shlex
+
+    return shlex.quote(str(text))
+
+
+def _self_command() -> str:
+    """How to run this program again, as a shell command that works where it is printed:
+    ``vfr-monitor`` when that name on PATH is this program, else its full path, else
+    ``python -m monitor.cli`` with this interpreter (a venv not activated, a test)."""
+    import shutil
+    from pathlib import Path
+
+    me = Path(sys.argv[0])
+    if me.name == "vfr-monitor" and me.exists():
+        found = shutil.which("vfr-monitor")
+        if found and Path(found).resolve() == me.resolve():
+            return "vfr-monitor"
+        return _q(me.resolve())
+    return f"{_q(sys.executable)} -m monitor.cli"
 
 
 #: First line of the config `produce` writes: a file without it is never overwritten.
@@ -906,6 +963,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--config", default=None, help="TOML config (column/code mapping in [input])")
     a.add_argument("--out", required=True, help="output directory")
     a.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    a.add_argument(
+        "--skip-invalid-rows", action="store_true",
+        help="audit the valid rows and count the rest by reason (default: refuse a file "
+        "with invalid rows); as [input] skip_invalid_rows = true",
+    )  # fmt: skip
     a.set_defaults(func=_cmd_audit)
 
     iv = sub.add_parser("intervene", help="the four-baseline intervention comparison (B1-B4)")
@@ -950,6 +1012,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-messages", type=SIZE, default=None)
     r.add_argument("--until-idle", type=NONNEG, default=None, help="stop after S idle seconds")
     r.add_argument("--no-scheduler", action="store_true", help="do not run the slow axes")
+    r.add_argument(
+        "--progress-interval", type=NONNEG, default=None, metavar="S",
+        help="a progress line (messages/s, stored, dead letters, lag) every S seconds; 0: "
+        "none (default: [service] progress_interval_s, 10)",
+    )  # fmt: skip
     r.set_defaults(func=_cmd_run)
 
     v = sub.add_parser("view", help="one view of a fleet's results (reads the results topic)")

@@ -25,10 +25,11 @@ import pandas as pd
 from batch_axes.audit_cell import AuditCell
 from batch_axes.equilense import EquiLenseResult, published_equilense
 from batch_axes.runner import cohort_days, combine_cell, run_axis2, run_axis3, run_equilense
+from monitor.audit.input_errors import left_out_lines
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
 from monitor.core.axis1 import run_axis1
-from monitor.core.privacy import SMALL_CELL_LABEL
+from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
 from monitor.core.tables import tables_from_frame
 
 #: Columns of cells.csv, in order (the first fifteen are the issue's contract).
@@ -51,6 +52,8 @@ class AuditReport:
     equilense: EquiLenseResult
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: records not audited (``[input] skip_invalid_rows``), by reason; empty: none
+    left_out: dict[str, int] = field(default_factory=dict)
 
 
 class Progress:
@@ -147,7 +150,10 @@ def run_audit(
     notes = sorted(
         {f"{m}: axis 3 {r.reason or r.note}" for m, r in a3.items() if r.reason or r.note}
     )
-    return AuditReport(cells=cells, equilense=eq, timings=dict(prog.timings), notes=notes)
+    return AuditReport(
+        cells=cells, equilense=eq, timings=dict(prog.timings), notes=notes,
+        left_out=dict(cohort.left_out),
+    )  # fmt: skip
 
 
 def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
@@ -166,9 +172,21 @@ def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
         w.writeheader()
         for row in rows:
             w.writerow({k: ("" if row[k] is None else row[k]) for k in CELL_COLUMNS})
-    paths["cells_json"].write_text(
-        json.dumps({"cells": rows, "notes": report.notes, "timings_s": report.timings}, indent=1)
-    )
+    # counts of fewer than 11 left-out records are written "<11", as every figure of
+    # the files (they travel further than the terminal the audit ran in)
+    left_out = {k: SMALL_CELL_LABEL if 0 < v < SMALL_CELL else v
+                for k, v in report.left_out.items()}  # fmt: skip
+    notes = list(report.notes)
+    if left_out:  # the governance report (report --audit-dir) shows the notes
+        notes.append(
+            "Invalid records left out of the audit ([input] skip_invalid_rows), by reason: "
+            + ", ".join(f"{k} {v}" for k, v in left_out.items())
+            + "."
+        )
+    paths["cells_json"].write_text(json.dumps(
+        {"cells": rows, "notes": notes, "timings_s": report.timings, "left_out": left_out},
+        indent=1,
+    ))  # fmt: skip
     paths["mppd"].write_text(json.dumps(published_equilense(report.equilense), indent=1))
     return paths
 
@@ -206,4 +224,5 @@ def format_summary(report: AuditReport) -> str:
     lines.append("")
     lines.append("cells per tier: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     lines.extend(report.notes)
+    lines.extend(left_out_lines(report.left_out))
     return "\n".join(lines)

@@ -341,6 +341,10 @@ class InputConfig(_Strict):
     label_from: LabelRule | None = None
     #: model id for a file with one score column and no model_id column
     model_id: str = "model"
+    #: false (default): a file with any invalid row is refused, naming the faults; true:
+    #: the valid rows are audited and the rest counted by reason in the output
+    #: (``audit --skip-invalid-rows`` sets it for one run)
+    skip_invalid_rows: bool = False
 
 
 class InterventionConfig(_Strict):
@@ -429,6 +433,9 @@ class ServiceConfig(_Strict):
         "64MB", pattern=r"^[0-9]+(\.[0-9]+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )
     http_host: str = "127.0.0.1"
+    #: `vfr-monitor run` prints a progress line (messages/s, stored, dead letters, lag)
+    #: every this many seconds; 0: none (``run --progress-interval``)
+    progress_interval_s: float = Field(10.0, ge=0)
     http_port: int = Field(9464, ge=0, le=65535)
     #: Prometheus-style web-config file (TLS, basic-auth users); relative paths in it are
     #: relative to it. Absent: plain HTTP without authentication (keep it on loopback).
@@ -445,6 +452,10 @@ class ServiceConfig(_Strict):
     #: audit cohort of the scheduled axes: each model's records of the last cohort_days
     cohort_days: float = Field(90.0, gt=0)
     axis2_interval_s: float = Field(3600.0, gt=0)
+    #: the slow axes (Axis 2, Axis 3, EquiLense) run for a model as soon as it has this many
+    #: records and no result of theirs yet, then on their cadence: without it a new model's
+    #: tiers read Pending until the next interval (an hour by default)
+    axes_first_run_records: int = Field(1_000, ge=1)
     axis3_interval_s: float = Field(3600.0, gt=0)
     equilense_interval_s: float = Field(3600.0, gt=0)
     #: minimum time between two drift-triggered early runs of the slow axes
@@ -701,10 +712,19 @@ def config_from_mapping(
         raise config_error(exc, data, "", SECRET_FIELDS, env_vars_set(env)) from None
 
 
-def load_config(path: str | Path | None = None) -> MonitorConfig:
-    """Load a TOML config file (or the defaults when path is None)."""
+def load_config(
+    path: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> MonitorConfig:
+    """Load a TOML config file, or the defaults when path is None; either way with the
+    ``VFR_KAFKA_*`` environment overrides (``environ``, default: the process environment).
+
+    Why the environment applies without a file too: ``VFR_KAFKA_BOOTSTRAP=host:9092
+    vfr-monitor run`` is the documented way to point the service at a broker (a
+    container is configured by its environment), and it must not need a TOML file that
+    says nothing else.
+    """
     if path is None:
-        return MonitorConfig()
+        return config_from_mapping({}, environ)
     p = Path(path)
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -712,4 +732,4 @@ def load_config(path: str | Path | None = None) -> MonitorConfig:
         raise ConfigError("<file>", f"config file not found: {p}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("<file>", f"not valid TOML: {exc}") from None
-    return config_from_mapping(raw)
+    return config_from_mapping(raw, environ)

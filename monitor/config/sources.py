@@ -50,6 +50,8 @@ variable                       field
 ``VFR_KAFKA_POLL_TIMEOUT_MS``  ``poll_timeout_ms``
 ``VFR_KAFKA_MAX_BATCH``        ``max_batch``
 ``VFR_KAFKA_SESSION_TIMEOUT_MS`` ``session_timeout_ms``
+``VFR_KAFKA_BOOTSTRAP_TIMEOUT_MS`` ``bootstrap_timeout_ms``
+``VFR_KAFKA_LOG_LEVEL``        ``library_log_level`` (kafka-python's own log lines)
 =============================  =======================================================
 
 An empty variable counts as unset. A secret and its ``*_file`` form are alternatives: setting
@@ -102,6 +104,8 @@ KAFKA_ENV_VARS: dict[str, str] = {
     "VFR_KAFKA_POLL_TIMEOUT_MS": "poll_timeout_ms",
     "VFR_KAFKA_MAX_BATCH": "max_batch",
     "VFR_KAFKA_SESSION_TIMEOUT_MS": "session_timeout_ms",
+    "VFR_KAFKA_BOOTSTRAP_TIMEOUT_MS": "bootstrap_timeout_ms",
+    "VFR_KAFKA_LOG_LEVEL": "library_log_level",
 }
 
 #: Fields whose values never appear in messages (the input of a bad secret included).
@@ -172,8 +176,13 @@ class KafkaConfig(_Strict):
     #: between requests in flight) must fit in it. It also caps kafka-python's reconnect
     #: backoff, so the source reconnects within about this long once the broker is back.
     broker_unreachable_after_s: float = Field(10.0, ge=2.0, le=300.0)
-    #: How long a client waits for its first broker connection (wrong credentials show here).
+    #: How long a client waits for its first broker connection: a wrong address or
+    #: credentials stop the start-up after this long, naming the address and what to check.
     bootstrap_timeout_ms: int = Field(30_000, ge=1_000, le=600_000)
+    #: The level of kafka-python's own loggers ("kafka.*"). WARNING: its problems only (at
+    #: INFO it writes ~100 lines of connection and group chatter per run). DEBUG is not
+    #: offered: at DEBUG kafka-python logs the raw bytes of requests, i.e. record payloads.
+    library_log_level: Literal["ERROR", "WARNING", "INFO"] = "WARNING"
     #: Upper bound of one synchronous offset commit; a timed-out commit is retried with
     #: the next batch (the sink's record_id dedupe absorbs any redelivery meanwhile).
     commit_timeout_ms: int = Field(30_000, ge=100)

@@ -163,6 +163,8 @@ class MonitorService:
         self._last_evaluation = self.store.last_evaluation_times()
         #: (axis, model) -> the cohort its latest published result rests on
         self._axis_releases = self.store.axis_releases()
+        #: models whose first run of the slow axes was asked for (_first_axes_runs)
+        self._first_runs_asked: set[str] = set()
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
@@ -293,6 +295,23 @@ class MonitorService:
         if report.drift:
             for job in SLOW_AXES:
                 self.scheduler.run_early(job)
+        self._first_axes_runs(report)
+
+    def _first_axes_runs(self, report: BatchReport) -> None:
+        """Hook of the slow axes' first run per model (monitor.service.scheduler.run_first):
+        a model with ``axes_first_run_records`` records and no result of theirs gets one
+        at once, so its tiers do not read Pending for a whole interval."""
+        need = self.config.service.axes_first_run_records
+        for model in report.new_records:
+            if model in self._first_runs_asked:
+                continue
+            view = self.pipeline.model_view(model)
+            if view is None or view.arrivals < need:
+                continue
+            self._first_runs_asked.add(model)
+            for job in SLOW_AXES:
+                if (job, model) not in self._axis_releases:
+                    self.scheduler.run_first(job, model)
 
     def _watch_dead_letters(self, report: BatchReport) -> None:
         """Tally the batch; when one reason holds most of the recent messages, say so once
@@ -328,6 +347,10 @@ class MonitorService:
     def set_lag(self, lag: dict[tuple[str, int], int]) -> None:
         """The source's latest lag report (partitions it no longer owns are not in it)."""
         self._lag = {p: n for (_, p), n in lag.items() if n is not None}
+
+    def lag(self) -> dict[int, int]:
+        """The latest lag per partition (empty: none reported; the progress line reads it)."""
+        return self._lag
 
     # ------------------------------------------------------------------ scheduled axes
     def _cohort(self, cursor: Any, model_id: str) -> pd.DataFrame:

@@ -19,6 +19,10 @@ Rules this module guarantees, and why:
   the wrapper and reported as a ``failure`` outcome. Only the exception *class name* is
   reported and logged, never its message or traceback, because messages of data errors
   can carry record values (patient data must not reach logs).
+* A first run for a new key (a model that has just got enough records,
+  :meth:`AxisScheduler.run_first`) happens once per key, at once, whatever the early-run
+  rate limit; if an instance is running (it may have started before the model had
+  records), one more run follows it. So a new model's tiers do not wait a whole interval.
 * Runs that did not happen are reported too, as ``skipped`` outcomes (still running,
   APScheduler's maximum-instances refusal, or a missed run time), so that a board sees
   why an axis is stale rather than silence.
@@ -63,6 +67,8 @@ SUCCESS, FAILURE, SKIPPED = "success", "failure", "skipped"
 
 #: Suffix of the one-off job id of an early run (the interval job's id is the job name).
 _EARLY_SUFFIX = ":early"
+#: Suffix of the one-off job id of a first run for a new key (:meth:`AxisScheduler.run_first`).
+_FIRST_SUFFIX = ":first"
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,8 @@ class _JobState:
 
     __slots__ = (
         "consecutive_failures",
+        "first_keys",
+        "follow_up",
         "last_early",
         "last_outcome",
         "last_success",
@@ -119,6 +127,10 @@ class _JobState:
         self.last_success: float | None = None
         self.consecutive_failures = 0
         self.last_early: float | None = None
+        #: keys whose first run was asked for (run_first: once per key)
+        self.first_keys: set[str] = set()
+        #: a first run was asked for while an instance ran: one more run follows it
+        self.follow_up = False
 
 
 class AxisScheduler:
@@ -144,8 +156,11 @@ class AxisScheduler:
         if len(set(names)) != len(names):
             raise ValueError("job names must be unique")
         for j in jobs:
-            if not j.name or j.name.endswith(_EARLY_SUFFIX):
-                raise ValueError(f"job name {j.name!r} is empty or ends with {_EARLY_SUFFIX!r}")
+            if not j.name or j.name.endswith((_EARLY_SUFFIX, _FIRST_SUFFIX)):
+                raise ValueError(
+                    f"job name {j.name!r} is empty or ends with {_EARLY_SUFFIX!r} or "
+                    f"{_FIRST_SUFFIX!r}"
+                )
             if not j.interval_s > 0:
                 raise ValueError(f"job {j.name!r}: interval_s must be > 0")
             if not j.first_run_delay_s >= 0:
@@ -246,6 +261,46 @@ class AxisScheduler:
             return False
         return True
 
+    def run_first(self, name: str, key: str) -> bool:
+        """The first run of ``name`` for ``key`` (a model that has just got enough records),
+        at once; then the job goes on at its cadence.
+
+        Once per key: False when the key was seen already or the scheduler is not running.
+        Not rate-limited as :meth:`run_early` is (a fleet's models arrive together; each
+        needs its first result, and a run covers every model at once, so a run already
+        queued or running absorbs the others). If an instance is running, it may have
+        read the cohort before this key's records arrived: one more run follows it.
+        """
+        st = self._state(name)
+        scheduler = self._scheduler
+        if scheduler is None or not scheduler.running:
+            return False
+        with self._state_lock:
+            if key in st.first_keys:
+                return False
+            st.first_keys.add(key)
+            if st.run_lock.locked():
+                st.follow_up = True
+                return True
+        self._submit_first(name)
+        return True
+
+    def _submit_first(self, name: str) -> None:
+        """A one-off run now (a pending one with the same id is replaced: one run covers
+        every key asked for meanwhile)."""
+        scheduler = self._scheduler
+        if scheduler is None or not scheduler.running:
+            return
+        try:
+            scheduler.add_job(
+                self._run, trigger="date", run_date=datetime.now(UTC), args=(name, True),
+                id=name + _FIRST_SUFFIX, name=name + _FIRST_SUFFIX, max_instances=1,
+                coalesce=True, misfire_grace_time=_grace_s(self._jobs[name].spec.interval_s),
+                replace_existing=True,
+            )  # fmt: skip
+        except Exception as exc:  # e.g. a concurrent shutdown: never raise
+            logger.error("first run of job %s not scheduled: %s", name, type(exc).__name__)
+
     def run_now_blocking(self, name: str) -> JobOutcome:
         """Run ``name`` in the caller's thread and return its outcome (tests, demo).
 
@@ -255,13 +310,23 @@ class AxisScheduler:
         self._state(name)
         return self._run(name)
 
-    def _run(self, name: str) -> JobOutcome:
-        """The wrapper every run goes through: no overlap, no exception escapes."""
+    def _run(self, name: str, first: bool = False) -> JobOutcome:
+        """The wrapper every run goes through: no overlap, no exception escapes.
+
+        ``first``: a first run (:meth:`run_first`): when an instance is running it is not
+        skipped but follows that instance."""
         st = self._jobs[name]
         started_at = self._clock()
-        if not st.run_lock.acquire(blocking=False):
-            outcome = JobOutcome(name, SKIPPED, started_at, 0.0, reason="running")
-            self._report(outcome)
+        with self._state_lock:  # with the follow-up flag: see the release below
+            acquired = st.run_lock.acquire(blocking=False)
+            if not acquired and first:
+                st.follow_up = True
+        if not acquired:
+            outcome = JobOutcome(
+                name, SKIPPED, started_at, 0.0, reason="follows" if first else "running"
+            )
+            if not first:  # a first run is not lost: it follows the running instance
+                self._report(outcome)
             return outcome
         try:
             t0 = time.perf_counter()
@@ -276,8 +341,14 @@ class AxisScheduler:
                 outcome = JobOutcome(name, SUCCESS, started_at, time.perf_counter() - t0)
             self._record(outcome)
         finally:
-            st.run_lock.release()
+            # the flag is read and the lock released together, so a first run asked for
+            # while this one ran is never lost between the two
+            with self._state_lock:
+                follow_up, st.follow_up = st.follow_up, False
+                st.run_lock.release()
         self._report(outcome)
+        if follow_up:
+            self._submit_first(name)
         return outcome
 
     # -- events and book-keeping ------------------------------------------------------
@@ -286,7 +357,7 @@ class AxisScheduler:
         """APScheduler listener: a refused or missed scheduled run becomes ``skipped``."""
         try:
             job_id = getattr(event, "job_id", "")
-            name = job_id.removesuffix(_EARLY_SUFFIX)
+            name = job_id.removesuffix(_EARLY_SUFFIX).removesuffix(_FIRST_SUFFIX)
             if name not in self._jobs:
                 return
             if isinstance(event, JobSubmissionEvent):

