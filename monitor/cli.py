@@ -93,6 +93,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 args.out_dir or tmp,
                 args.outcome_bias,
             )
+    elif args.what == "detection":
+        from monitor.bench.detection import run_detection_bench
+
+        out = run_detection_bench(cfg, years=args.years, today_years=args.today_years,
+                                  delay_reps=args.delay_reps, seed=args.seed)  # fmt: skip
     elif args.what == "soak":
         from monitor.bench.soak import run_soak
 
@@ -571,8 +576,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmarks: fast path and baseline timed in the same run")
     b.add_argument(
-        "what", choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak", "page", "outcomes"]
-    )
+        "what",
+        choices=["axis1", "axes", "mppd", "ingest", "alerts", "soak", "page", "outcomes",
+                 "detection"],
+    )  # fmt: skip
+    b.add_argument("--years", type=SIZE, default=200, help="detection: stationary years, new layer")
+    b.add_argument("--today-years", type=COUNT, default=20, help="detection: years, today's rule")
+    b.add_argument("--delay-reps", type=SIZE, default=200, help="detection: runs per crossing")
+    b.add_argument("--seed", type=COUNT, default=1, help="detection: population and streams")
     b.add_argument(
         "--outcome-bias", default=None,
         help="outcomes: also run delayed outcomes with this bias (e.g. race=2:0.3)",

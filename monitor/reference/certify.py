@@ -64,6 +64,7 @@ def reference_run(
     years: float,
     min_group_support: int = 20,
     half_life_blocks: float = 3.0,
+    margin: float = 0.02,
 ) -> list[str]:
     """The verdict after each block; a block is a list of (group, label, decision)."""
     spec = pair_spec(rule)
@@ -119,6 +120,7 @@ def reference_run(
                     spec.theta,
                     spec.eps,
                     side,
+                    margin,
                 )
                 e = math.exp(
                     min(
