@@ -46,7 +46,13 @@ from scipy.stats import chi2
 
 from monitor.config import MetricRule, MonitorConfig
 from monitor.core.axis1 import evaluate_axis1
-from monitor.core.certify import CertifiedCell, block_counts, pair_spec, threshold_for_budget
+from monitor.core.certify import (
+    CertifiedCell,
+    block_counts,
+    pair_spec,
+    rate_counts,
+    threshold_for_budget,
+)
 from monitor.core.counts import CountTable
 from monitor.core.events import ReliableVerdict
 
@@ -524,5 +530,100 @@ def run_detection_bench(
     )
     out["delay"] = run_delay(base, reps=delay_reps, today_reps=today_delay_reps,
                              budget=budget, seed=seed)  # fmt: skip
+    out["calibration"] = run_calibration(base, budget=budget, seed=seed)
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
+
+
+# ------------------------------------------------------------------ VFR calibration
+def run_calibration(
+    config: MonitorConfig,
+    *,
+    windows: int = 200,
+    budget: float | None = None,
+    seed: int = 1,
+    di_values: Sequence[float] = (0.70, 0.74, 0.77, 0.79, 0.80, 0.81, 0.83, 0.86, 0.90),
+) -> dict:
+    """How well VFR predicts a reversal (docs/method.md section 11, calibration table).
+
+    Per true DI (sex, the demo's shares, men selected at 0.50) ``windows`` independent
+    windows of ``window.size`` records, each through Axis 1 (the service's K, N, seed
+    per window): its VFR and dominant verdict; its *reversal share* is the share of the
+    other, independent windows of the same population whose point verdict differs from
+    its dominant verdict (what a fresh audit would say). Rows by VFR band and by true
+    DI: mean VFR against mean reversal share. The certified verdict on the same windows
+    (ten blocks of hop records, from undetermined, the default threshold): the shares
+    certified pass, fail and undetermined at the window's end.
+    """
+    hop, size = config.window.hop_records, config.window.size
+    rules = {r.name: r for r in config.metrics}
+    rule = rules["DI"]
+    budget = budget if budget is not None else config.alerts.false_pages_per_year
+    cells = len(_certified_cells(config, [a.name for a in config.attributes]))
+    c = threshold_for_budget(budget, cells)
+    w = hop / DEMO_RECORDS_PER_YEAR
+    rng = np.random.default_rng(seed)
+    share_f, male = 0.42, 0.50
+    by_di, rows = [], []
+    for di in di_values:
+        rates = np.array([di * male, male])
+        vfr = np.zeros(windows)
+        dominant = np.zeros(windows, dtype=bool)
+        point = np.zeros(windows, dtype=bool)
+        cell = CertifiedCell(rule, ("F", "M"), c, batch=(windows,),
+                             min_group_support=config.axis1.min_group_support)  # fmt: skip
+        totals = [CountTable(("F", "M")) for _ in range(windows)]
+        for _ in range(size // hop):
+            xs, ns = [], []
+            for i in range(windows):
+                g = (rng.random(hop) >= share_f).astype(np.int64)
+                d = (rng.random(hop) < rates[g]).astype(np.int64)
+                t = CountTable(("F", "M"))
+                t.add(g, np.zeros(hop, np.int64), d, np.full(hop, 0.5))
+                totals[i] = totals[i] + t
+                x, n = rate_counts_sr(t)
+                xs.append(x)
+                ns.append(n)
+            cell.update({"SR": (np.stack(xs), np.stack(ns))}, w)
+        for i in range(windows):
+            (r,) = evaluate_axis1({("m", "sex"): totals[i]}, [rule], K=config.axis1.K,
+                                  N=config.axis1.N, seed=config.axis1.seed + i,
+                                  min_group_support=config.axis1.min_group_support)  # fmt: skip
+            vfr[i] = r.vfr
+            dominant[i] = r.dominant_verdict == "pass"
+            point[i] = r.point_verdict == "pass"
+        passes = point.sum()
+        # the other windows' point verdicts against each window's dominant verdict
+        differ = np.where(dominant, (windows - passes) - (~point & dominant),
+                          passes - (point & ~dominant))  # fmt: skip
+        reversal = differ / (windows - 1)
+        verdicts = np.asarray(cell.verdict)
+        by_di.append({
+            "true_di": di,
+            "true_verdict": "pass" if di >= rule.threshold - 1e-12 else "fail",
+            "mean_vfr": float(vfr.mean()),
+            "mean_reversal_share": float(reversal.mean()),
+            "share_dominant_pass": float(dominant.mean()),
+            "certified_pass": float((verdicts == "pass").mean()),
+            "certified_fail": float((verdicts == "fail").mean()),
+            "undetermined": float((verdicts == "undetermined").mean()),
+        })  # fmt: skip
+        rows.extend(zip(vfr.tolist(), reversal.tolist(), strict=True))
+    bands = [(0.0, 0.05), (0.05, 0.10), (0.10, 0.20), (0.20, 0.30), (0.30, 0.51)]
+    by_band = []
+    arr = np.array(rows)
+    for lo, hi in bands:
+        sel = (arr[:, 0] >= lo) & (arr[:, 0] < hi)
+        if sel.any():
+            by_band.append({
+                "vfr_band": [lo, hi],
+                "windows": int(sel.sum()),
+                "mean_vfr": float(arr[sel, 0].mean()),
+                "mean_reversal_share": float(arr[sel, 1].mean()),
+            })  # fmt: skip
+    return {"by_true_di": by_di, "by_vfr_band": by_band, "threshold_c": c,
+            "windows_per_value": windows}  # fmt: skip
+
+
+def rate_counts_sr(table: CountTable) -> tuple[np.ndarray, np.ndarray]:
+    return rate_counts(table, "SR")
