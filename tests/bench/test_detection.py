@@ -56,7 +56,8 @@ def test_delay_orders_the_oracles_and_detects_the_planted_crossings() -> None:
     case = out["cases"]["DI 0.90 -> 0.70 at once"]
     assert case["certified"]["detected"] == 1.0 and case["today"]["detected"] == 1.0
     # the pre/post oracle knows more than a threshold test can use: never slower
-    assert case["oracle_cusum"]["median_records"] <= case["threshold_oracle_cusum"]["median_records"]
+    oracle, threshold = case["oracle_cusum"], case["threshold_oracle_cusum"]
+    assert oracle["median_records"] <= threshold["median_records"]
     assert case["certified"]["median_records"] > 0
     assert case["certified"]["false_fail_before_crossing"] == 0.0
 
