@@ -627,3 +627,63 @@ def run_calibration(
 
 def rate_counts_sr(table: CountTable) -> tuple[np.ndarray, np.ndarray]:
     return rate_counts(table, "SR")
+
+
+# ------------------------------------------------------------------ the demo's year
+def run_demo_pages(
+    config: MonitorConfig,
+    *,
+    seed: int = 0,
+    scenario: str | None = "group_score_shift",
+    records: int = 100_000,
+    budget: float | None = None,
+) -> dict:
+    """The certified pages of the demo's year (``vfr-monitor demo``'s stream, the planted
+    update of los-xgb-discharge by default), per model in stream order: blocks of hop
+    records, each block's length its event-time span. Label-free and label-based cells
+    alike take each block's records (the demo's discharges carry their outcome).
+    Returns every certified change (a page) and every first certification."""
+    from monitor.core.tables import attribute_groups
+    from monitor.data import scorer
+    from monitor.stream.schema import decision_thresholds
+
+    budget = budget if budget is not None else config.alerts.false_pages_per_year
+    hop = config.window.hop_records
+    frame = scorer.synthetic_stream(records, seed, scenario).frame
+    year_ns = 365.25 * 86_400 * 1e9
+    out: dict = {"scenario": scenario, "seed": seed, "models": {}}
+    for model_id, sub in frame.groupby("model_id", sort=True):
+        cols = {c: sub[c].to_numpy() for c in sub.columns if c != "features"}
+        score = sub["score"].to_numpy(np.float64)
+        pop = Population(
+            str(model_id), attribute_groups(sub, config), sub["label"].to_numpy(np.int64),
+            (score >= decision_thresholds(cols, config)).astype(np.int64), score,
+        )  # fmt: skip
+        times = sub["event_time"].astype("int64").to_numpy()
+        cells = _certified_cells(config, [a.name for a in config.grid_attributes])
+        c = threshold_for_budget(budget, len(cells))
+        state = [
+            (r, a, CertifiedCell(r, a.codes, c, min_group_support=config.axis1.min_group_support))
+            for r, a in cells
+        ]
+        pages, firsts = [], []
+        previous_end = times[0]
+        for look, start in enumerate(range(0, len(score) - hop + 1, hop), start=1):
+            idx = np.arange(start, start + hop)
+            years = max(0.0, float(times[idx[-1]] - previous_end) / year_ns)
+            previous_end = times[idx[-1]]
+            tables = _block_tables(pop, idx, config)
+            for r, a, cell in state:
+                change = cell.update(block_counts(tables[a.name], cell.spec), years)
+                if change is None:
+                    continue
+                row = {"cell": f"{r.name} x {a.name}", "look": look, "change": list(change),
+                       "records": int(cell.last_records),
+                       "date": str(sub["event_time"].iloc[idx[-1]].date())}  # fmt: skip
+                (firsts if change[0] == "undetermined" else pages).append(row)
+        final = {f"{r.name} x {a.name}": cell.verdict for r, a, cell in state}
+        out["models"][str(model_id)] = {
+            "threshold_c": c, "pages": pages, "first_certifications": firsts,
+            "final_verdicts": final,
+        }  # fmt: skip
+    return out

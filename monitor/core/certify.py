@@ -379,6 +379,8 @@ class CertifiedCell:
         evaluable = mask.any(axis=-1)
         w = np.where(evaluable, years, 0.0)[..., None]
         for side in ("fail", "pass"):
+            if np.all(self.state == (_FAIL if side == "fail" else _PASS)):
+                continue  # that side's detector is off in every copy (reset below)
             la, lb = growth_bets(qa, qb, ea, eb, theta, eps, side, self.margin)
             log_e = log_e_values(xa, na, xb, nb, la, lb, theta, eps)
             e = np.where(mask, np.exp(np.minimum(log_e, 600.0)), 1.0)
