@@ -60,8 +60,8 @@ against the men's 0.50, DI 0.60):
     ...     change = cell.update({"SR": (sel, n)}, years=1 / 87)
     ...     if change:
     ...         break
-    >>> cell.verdict, change
-    ('fail', ('undetermined', 'fail'))
+    >>> cell.verdict, change, int(cell.last_records)  # certified on 4,000 records
+    ('fail', ('undetermined', 'fail'), 4000)
 """
 
 from __future__ import annotations
@@ -307,7 +307,8 @@ class CertifiedCell:
         self.r_pass = np.zeros((*self.batch, P))
         self.entering = np.zeros((*self.batch, G), dtype=bool)
         self.state = np.zeros(self.batch, dtype=np.int8)
-        self.records = np.zeros(self.batch)  # records since the last change
+        self.records = np.zeros(self.batch)  # trials of the first rate since the last change
+        self.last_records = np.zeros(self.batch)  # ... behind the latest change
         self.last_change = np.zeros(self.batch, dtype=np.int8)
         self.last_old = np.zeros(self.batch, dtype=np.int8)
 
@@ -400,7 +401,9 @@ class CertifiedCell:
         self.state = np.where(changed, self.last_change, self.state).astype(np.int8)
         self.r_fail = np.where(changed[..., None], 0.0, self.r_fail)
         self.r_pass = np.where(changed[..., None], 0.0, self.r_pass)
-        self.records = np.where(changed, 0.0, self.records + ns[..., 0, :].sum(axis=-1))
+        since = self.records + ns[..., 0, :].sum(axis=-1)
+        self.last_records = np.where(changed, since, 0.0)  # the evidence behind a change
+        self.records = np.where(changed, 0.0, since)
         # decayed counts for the next block's bets and support
         self.x = self.decay * self.x + xs
         self.n = self.decay * self.n + ns
