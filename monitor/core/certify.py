@@ -410,3 +410,77 @@ class CertifiedCell:
         if self.batch == () and bool(changed):
             return VERDICTS[int(self.last_old)], VERDICTS[int(self.last_change)]
         return None
+
+
+def certified_rules(rules: Sequence[MetricRule]) -> list[MetricRule]:
+    """The rules of a grid that get a certified verdict (the others keep VFR only)."""
+    return [r for r in rules if pair_spec(r) is not None]
+
+
+class CertifiedGrid:
+    """The certified verdicts of one model's grid: a :class:`CertifiedCell` per
+    certifiable (metric, attribute), the threshold from the model's budget.
+
+    What the pipeline needs at each count hop: ``observe`` with the hop's *block* tables
+    (attribute -> CountTable of the records since the previous hop; for label-based
+    metrics, of the outcomes joined since then) and the block's length in years of event
+    time; it returns the certified changes, each (metric, attribute, old, new, records):
+    a change from 'undetermined' is a first certification (a notice), any other a page.
+    ``state()`` / ``restore()`` carry the cells across a restart.
+
+    >>> from monitor.config import MonitorConfig
+    >>> cfg = MonitorConfig()
+    >>> grid = CertifiedGrid(cfg.metrics, {a.name: a.codes for a in cfg.attributes}, 0.1)
+    >>> len(grid.cells), grid.threshold
+    (20, 400.0)
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[MetricRule],
+        attributes: Mapping[str, Sequence[str]],
+        false_pages_per_year: float,
+        min_group_support: int = 20,
+    ):
+        keys = [(r, a) for r in certified_rules(rules) for a in attributes]
+        self.threshold = threshold_for_budget(false_pages_per_year, max(len(keys), 1))
+        self.cells = {
+            (r.name, a): CertifiedCell(r, attributes[a], self.threshold,
+                                       min_group_support=min_group_support)
+            for r, a in keys
+        }  # fmt: skip
+
+    def observe(
+        self, blocks: Mapping[str, CountTable], years: float
+    ) -> list[tuple[str, str, str, str, int]]:
+        changes = []
+        for (metric, attribute), cell in self.cells.items():
+            if attribute not in blocks:
+                continue
+            change = cell.update(block_counts(blocks[attribute], cell.spec), years)
+            if change is not None:
+                changes.append((metric, attribute, *change, int(cell.last_records)))
+        return changes
+
+    def verdicts(self) -> dict[tuple[str, str], str]:
+        return {k: c.verdict for k, c in self.cells.items()}
+
+    _ARRAYS = ("x", "n", "r_fail", "r_pass", "entering", "state", "records")
+
+    def state(self) -> dict[str, dict]:
+        """JSON-ready state of every cell (lists of numbers)."""
+        return {
+            f"{m}|{a}": {k: np.asarray(getattr(c, k)).tolist() for k in self._ARRAYS}
+            for (m, a), c in self.cells.items()
+        }
+
+    def restore(self, state: Mapping[str, Mapping]) -> None:
+        """Load :meth:`state`; cells it does not name start undetermined."""
+        for (m, a), c in self.cells.items():
+            saved = state.get(f"{m}|{a}")
+            if saved is None:
+                continue
+            for k in self._ARRAYS:
+                cur = getattr(c, k)
+                setattr(c, k, np.asarray(saved[k], dtype=np.asarray(cur).dtype).reshape(
+                    np.shape(cur)))  # fmt: skip
