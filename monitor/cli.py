@@ -115,6 +115,15 @@ def _bench_page(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _bench_detection(args: argparse.Namespace) -> dict[str, Any]:
+    from monitor.bench.detection import run_detection_bench
+
+    return run_detection_bench(
+        load_config(args.config), years=args.years, today_years=args.today_years,
+        delay_reps=args.delay_reps, seed=args.seed,
+    )  # fmt: skip
+
+
 def _bench_mppd(args: argparse.Namespace) -> dict[str, Any]:
     from monitor.bench.mppd import run_mppd_bench, run_mppd_bound_bench
 
@@ -948,6 +957,29 @@ def _add_bench_parser(sub: Any) -> None:
         default=None,
         help="keep each run's DuckDB file and report here (default: temporary)",
     )
+
+    dt = bench(
+        "detection",
+        _bench_detection,
+        "pages in stationary years and delay on planted threshold "
+        "crossings: certified verdicts against today's rule and oracle CUSUMs",
+    )
+    dt.add_argument(
+        "--years", type=SIZE, default=200,
+        help="stationary years simulated for the certified layer (default %(default)s)",
+    )  # fmt: skip
+    dt.add_argument(
+        "--today-years", type=COUNT, default=20,
+        help="stationary years simulated for today's rule (default %(default)s)",
+    )  # fmt: skip
+    dt.add_argument(
+        "--delay-reps", type=SIZE, default=200,
+        help="runs per planted crossing for the delays (default %(default)s)",
+    )  # fmt: skip
+    dt.add_argument(
+        "--seed", type=COUNT, default=1,
+        help="seed of the populations and streams (default %(default)s)",
+    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

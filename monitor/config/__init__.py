@@ -494,6 +494,15 @@ class ServiceConfig(_Strict):
     stall_after_s: float = Field(120.0, ge=5)
 
 
+class AlertsConfig(_Strict):
+    """Pages (docs/method.md section 11): the expected number of false pages a model may
+    cause in a year without change, from which every certified cell's test level follows
+    (``monitor.core.certify.threshold_for_budget``). Default 0.1: one false page per model
+    in ten years (docs/decisions.md, "Certified pages")."""
+
+    false_pages_per_year: float = Field(0.1, gt=0.0, le=100.0)
+
+
 class MonitorConfig(_Strict):
     """The whole configuration, with docs/method.md section 9 defaults."""
 
@@ -521,6 +530,7 @@ class MonitorConfig(_Strict):
     kafka: KafkaConfig | None = None
     embedded: EmbeddedConfig = Field(default_factory=EmbeddedConfig)
     confirm_windows: int = Field(2, ge=1)
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     #: ``[[intersections]]``: audited as attributes of their own (see :attr:`grid_attributes`)
     intersections: list[IntersectionConfig] = Field(default_factory=list)
 

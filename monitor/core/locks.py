@@ -27,8 +27,9 @@ record what happened.
 
 The checker: with ``VFR_LOCK_CHECK`` set in the environment (or :func:`enable_checking`
 called before the locks are made), :func:`named_lock` returns a wrapper that records, per
-thread, the locks held, and notes a :class:`Violation` whenever a lock is taken that the
-held ones may not take. Violations are kept (:func:`violations`), logged, and, when
+thread, the locks held, and notes a :class:`Violation` whenever a lock is waited for that
+the held ones may not take (a try-lock, ``acquire(blocking=False)``, never waits and is
+not checked). Violations are kept (:func:`violations`), logged, and, when
 ``VFR_LOCK_CHECK`` names a file, appended to it as JSON lines, so a test can fail on a
 service process's violation after the process ended. Off, a named lock is the plain
 ``threading`` lock: no cost.
@@ -185,7 +186,8 @@ class CheckedLock:
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         held = _held()
-        if not allowed(tuple(held), self.name):
+        # a try-lock (blocking=False) never waits, so it cannot close a cycle: not checked
+        if blocking and not allowed(tuple(held), self.name):
             _note(Violation(
                 threading.current_thread().name, self.name, tuple(held),
                 "".join(traceback.format_stack(limit=12)[:-1]),
