@@ -332,6 +332,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"vfr-monitor: stopped after {n} messages: {service.tally.summary()}", flush=True)
     finally:
         service.close()  # stops the outbox relay after the last evaluations are written
+        guard.uninstall()
     return 0
 
 

@@ -30,6 +30,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class ShutdownGuard:
         self._timer: threading.Timer | None = None
         self._wake: tuple[socket.socket, socket.socket] | None = None
         self._old_wakeup_fd: int | None = None
+        self._old_handlers: dict[int, Any] = {}
 
     def install(self, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> None:
         r, w = socket.socketpair()
@@ -77,6 +79,7 @@ class ShutdownGuard:
         w.setblocking(False)
         self._wake = (r, w)
         self._old_wakeup_fd = signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+        self._old_handlers = {sig: signal.getsignal(sig) for sig in signals}
         for sig in signals:
             # the Python-level handler only sets the flag; the watcher thread does the rest
             signal.signal(sig, lambda *_: self.stop.set())
@@ -136,3 +139,18 @@ class ShutdownGuard:
         """The process is about to exit on its own: no timer (tests)."""
         if self._timer is not None:
             self._timer.cancel()
+
+    def uninstall(self) -> None:
+        """Give the signals back (the caller's ``run`` returned; an in-process caller such
+        as a test goes on): the previous handlers and wakeup descriptor, no watcher. A
+        shutdown already requested keeps its timer: it bounds the rest of the exit."""
+        if self._wake is None:
+            return
+        for sig, handler in self._old_handlers.items():
+            signal.signal(sig, handler)
+        signal.set_wakeup_fd(-1 if self._old_wakeup_fd is None else self._old_wakeup_fd)
+        r, w = self._wake
+        self._wake = None
+        w.close()
+        with contextlib.suppress(OSError):
+            r.shutdown(socket.SHUT_RDWR)  # the watcher's recv returns: it ends

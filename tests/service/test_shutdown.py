@@ -37,9 +37,8 @@ def test_sigterm_sets_stop_and_calls_on_stop_from_the_watcher_thread():
         assert seen == ["vfr-signals"] and exits == []
     finally:
         guard.cancel()
-        signal.set_wakeup_fd(-1)
-        for s, h in old.items():
-            signal.signal(s, h)
+        guard.uninstall()
+    assert {s: signal.getsignal(s) for s in old} == old  # the signals are given back
 
 
 def test_past_the_grace_the_stacks_are_logged_and_the_exit_is_70(caplog):
