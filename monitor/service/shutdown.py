@@ -84,7 +84,13 @@ class ShutdownGuard:
             # the Python-level handler only sets the flag; the watcher thread does the rest
             signal.signal(sig, lambda *_: self.stop.set())
         if hasattr(signal, "SIGUSR1"):
-            faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+            # the process's own stderr (file descriptor 2), also when sys.stderr has been
+            # replaced by an object without one (a test's capture, a notebook)
+            out = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
+            try:
+                faulthandler.register(signal.SIGUSR1, file=out, all_threads=True, chain=False)
+            except (ValueError, OSError, AttributeError):  # no descriptor at all: no dumps
+                log.warning("SIGUSR1 stack dumps unavailable: stderr has no file descriptor")
         watched = {int(s) for s in signals}
         threading.Thread(
             target=self._watch, args=(r, watched), name="vfr-signals", daemon=True
