@@ -26,9 +26,9 @@ from pathlib import Path
 
 from consumers.kafka_source import KafkaSource
 from consumers.kafka_tools import ensure_topic, produce_records
-from monitor.bench.synthetic import synthetic_window
 from monitor.config import load_config
 from tests.support.service_process import ServiceProcess, paced
+from tests.support.streams import interleaved_records
 
 MODELS = 6
 PARTITIONS = 6
@@ -38,10 +38,7 @@ MARGIN_S = 10.0
 
 
 def _records(per_model: int, seed: int = 21) -> list[dict]:
-    df = synthetic_window(per_model, models=MODELS, seed=seed).drop(columns=["decision"])
-    df["event_time"] = "2026-11-01T00:00:00Z"
-    df = df.sort_values(["record_id", "model_id"], kind="stable").reset_index(drop=True)
-    return df.to_dict("records")
+    return interleaved_records(per_model, MODELS, seed)
 
 
 def _config(tmp_path: Path, bootstrap: str, topic: str) -> Path:

@@ -21,10 +21,10 @@ import traceback
 import pytest
 
 from consumers.base import Origin
-from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.core import locks
 from monitor.service.app import MonitorService
+from tests.support.streams import interleaved_records, model_partition
 
 CFG = config_from_mapping(
     {
@@ -52,14 +52,7 @@ def checked_locks():
 
 
 def _payloads(n: int, models: int = 3, seed: int = 5) -> list[bytes]:
-    df = synthetic_window(n // models, models=models, seed=seed).drop(columns=["decision"])
-    df["event_time"] = "2026-11-01T00:00:00Z"
-    df = df.sort_values(["record_id", "model_id"], kind="stable").reset_index(drop=True)
-    return [json.dumps(r).encode() for r in df.to_dict("records")]
-
-
-def _partition(payload: bytes) -> int:
-    return int(json.loads(payload)["model_id"].rsplit("-", 1)[1])
+    return [json.dumps(r).encode() for r in interleaved_records(n // models, models, seed)]
 
 
 def _stacks() -> str:
@@ -95,7 +88,7 @@ def test_a_revocation_with_evaluations_pending_during_scrapes_neither_freezes_no
             for i in range(0, len(chunk), 97):
                 part = chunk[i : i + 97]
                 pipe.ingest_batch(
-                    part, [Origin("t", _partition(p), offset + k) for k, p in enumerate(part)]
+                    part, [Origin("t", model_partition(p), offset + k) for k, p in enumerate(part)]
                 )
                 offset += len(part)
             pending_at_revoke += len(pipe._pending)
