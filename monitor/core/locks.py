@@ -15,8 +15,8 @@ threads can wait for each other through these locks:
 * ``store`` (the DuckDB file's single writer) -> ``eval_pool`` (the evaluation worker's
   handle: a batch's evaluations are submitted inside its transaction);
 * ``eval_pool``, ``exporter`` (the Prometheus registry), ``source`` (kafka-python consumer
-  calls), ``scheduler_state``, ``page`` (the status page), ``figures`` (the figure cache)
-  and ``fleet_view`` take nothing under them.
+  calls), ``scheduler_state``, ``page`` (the status page) and ``figures`` (the figure
+  cache) take nothing under them; ``fleet_view`` (a view's upserts) takes ``store``.
 
 What follows from it, and what broke it before (a consumer-group rebalance meeting a scrape
 froze the service for good, docs/architecture.md "Threads and locks"): nothing calls the
@@ -68,7 +68,7 @@ _DIRECT: dict[str, tuple[str, ...]] = {
     "scheduler_state": (),
     "page": (),
     "figures": (),
-    "fleet_view": (),
+    "fleet_view": ("store",),  # a fleet view applies results messages to its own file
 }
 
 

@@ -68,7 +68,9 @@ def test_every_subcommand_and_mode_flag_has_a_run_in_the_suite() -> None:
     command line a test in tests/bench/ runs."""
     runs = _invocations()
     subs = bench_subparsers()
-    assert set(subs) == {"axis1", "axes", "mppd", "ingest", "alerts", "soak", "page", "outcomes"}
+    assert set(subs) == {
+        "axis1", "axes", "mppd", "ingest", "alerts", "soak", "page", "outcomes", "detection",
+    }  # fmt: skip
     for name, parser in subs.items():
         lines = [words for words in runs if words[0] == name]
         assert lines, f"`bench {name}` is run by no test in tests/bench/"
@@ -79,6 +81,15 @@ def test_every_subcommand_and_mode_flag_has_a_run_in_the_suite() -> None:
         ]
         for flag in flags:
             assert any(flag in words for words in lines), f"`bench {name} {flag}` is never run"
+
+
+def test_bench_detection_runs_small(capsys) -> None:
+    """One stationary year, no year of today's rule, one run per planted crossing: the
+    command line reaches every part (false pages, delays, calibration, the demo year)."""
+    out = _run(capsys, "detection", "--years", "1", "--today-years", "0", "--delay-reps", "1",
+               "--seed", "1")  # fmt: skip
+    assert out["seconds"] > 0
+    assert {"false_pages", "delay", "calibration"} <= set(out), sorted(out)
 
 
 def test_bench_soak_loses_nothing_through_the_real_broker(capsys, kafka_broker) -> None:

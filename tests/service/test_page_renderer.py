@@ -51,10 +51,10 @@ def held(monkeypatch):
     threads: list[str] = []
     real = app_module.stored_report
 
-    def drawing(store, config, empty_page):
+    def drawing(store, config, empty_page, *clock):  # clock: the service's, when given
         threads.append(threading.current_thread().name)
         gate.wait(timeout=60)
-        return empty_page if done.is_set() else real(store, config, empty_page)
+        return empty_page if done.is_set() else real(store, config, empty_page, *clock)
 
     monkeypatch.setattr(app_module, "stored_report", drawing)
     try:
