@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -73,6 +73,13 @@ _NO_REPORT_YET = (
     "</head><body><h1>vfr-monitor</h1><p>No model has an evaluated cell yet: the report "
     "appears after the first window evaluation.</p></body></html>"
 )
+
+
+def _release_records(point: Mapping[str, Any] | None) -> int:
+    """How many records a stored release point (``{"seq", "n": {attribute: sizes}}``)
+    rests on: every record is in one group of each attribute; 0 when there is none."""
+    sizes = (point or {}).get("n") or {}
+    return max((int(sum(v)) for v in sizes.values()), default=0)
 
 
 class MonitorService:
@@ -310,7 +317,9 @@ class MonitorService:
                 continue
             self._first_runs_asked.add(model)
             for job in SLOW_AXES:
-                if (job, model) not in self._axis_releases:
+                # a result already resting on enough records (a restart) needs no first
+                # run; one from the run at start-up, on the few records then in, does
+                if _release_records(self._axis_releases.get((job, model))) < need:
                     self.scheduler.run_first(job, model)
 
     def _watch_dead_letters(self, report: BatchReport) -> None:

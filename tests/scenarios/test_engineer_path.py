@@ -83,14 +83,14 @@ def test_tiers_appear_within_a_minute_not_an_hour(tmp_path):
         "ORDER BY evaluation"
     ).df()
     con.close()
-    # the runs at start found an empty file; the next regular run is an hour away: the
-    # results of the model come from its first run, within a minute of the start
+    # the runs at start found an empty file or, on a loaded machine, the first few records;
+    # the next regular run is an hour away: a result on the model's 1,000+ records comes
+    # from its first run, within a minute of the start
     assert (runs["state"] == "success").all(), runs
     for axis in ("axis2", "axis3"):
-        mine = axes[axes["axis"] == axis]
+        mine = axes[(axes["axis"] == axis) & (axes["cohort_n"] >= 1000)]
         assert len(mine) >= 1, (axis, axes, runs)
-        assert mine["t"].iloc[0] - t0 < 60
-        assert mine["cohort_n"].iloc[0] >= 1000
+        assert mine["t"].iloc[0] - t0 < 60, (axis, axes, t0)
     last = tiers[tiers["evaluation"] == tiers["evaluation"].max()]
     assert len(last) == 28 and "Pending" not in set(last["tier"]), last
     # a progress line every 2 s of the ~40 s run
