@@ -13,15 +13,16 @@ it or none of it (and Kafka offsets are committed only afterwards).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import math
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import duckdb
 import numpy as np
@@ -90,6 +91,28 @@ def _connect_private(path: Path) -> duckdb.DuckDBPyConnection:
     if path.exists():
         os.chmod(path, 0o600)
     return conn
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _serialised(method: _F) -> _F:
+    """Run a :class:`Store` method under the store's lock.
+
+    Why: a DuckDB connection serves one call at a time and *refuses* a second one from
+    another thread (``ResourceInUseException``: "connection is busy with another call")
+    instead of waiting. The pipeline's reads used to rely on the pipeline lock alone
+    while the retention job, the fleet view and job-run writes held only the store lock:
+    a start-up retention run beside a partition assignment's ``source_offsets`` stopped
+    a restarted service. The lock is reentrant: inside a transaction it costs nothing.
+    Other threads read through :meth:`Store.cursor` (a connection of their own)."""
+
+    @functools.wraps(method)
+    def locked(self: Store, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_F, locked)
 
 
 class Store:
@@ -179,6 +202,7 @@ class Store:
         )
 
     # ------------------------------------------------------------------ plumbing
+    @_serialised
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> int:
         return int(self._conn.execute(sql, list(params)).fetchone()[0])
 
@@ -222,6 +246,7 @@ class Store:
         ]  # fmt: skip
         return f"md5(concat_ws(chr(31), {', '.join(parts)}))"
 
+    @_serialised
     def _per_row(self, table: pa.Table, expr: str, dtype: Any) -> np.ndarray:
         """``expr`` of each row of a batch table, in row order (scattered by ``pos``,
         cheaper than an ORDER BY)."""
@@ -234,6 +259,7 @@ class Store:
         out[np.asarray(got["pos"], dtype=np.int64)] = np.asarray(got["v"], dtype=dtype)
         return out
 
+    @_serialised
     def ingest_table(
         self,
         table: pa.Table,
@@ -335,6 +361,7 @@ class Store:
         )
 
     # ------------------------------------------------------------------ outcomes (issue 23)
+    @_serialised
     def stored_records(self, keys: pd.DataFrame) -> pd.DataFrame:
         """For outcome keys (``i``, model_id, record_id): the stored record of each one found
         (i, seq, model_pos, event_ns = scoring time, label: NaN while unknown)."""
@@ -352,6 +379,7 @@ class Store:
         finally:
             c.unregister("_outcome_keys")
 
+    @_serialised
     def write_joins(self, joins: pd.DataFrame) -> None:
         """Labels of stored predictions (seq, label, outcome_time, label_pos), inside the
         caller's transaction; only a record still without its label is changed."""
@@ -372,6 +400,7 @@ class Store:
         finally:
             c.unregister("_joins")
 
+    @_serialised
     def held_outcomes(self) -> pd.DataFrame:
         """Every held outcome (model_id, record_id, label, known_ns, topic, partition,
         offset, payload)."""
@@ -384,10 +413,12 @@ class Store:
         """Each model's stream position: the position of its last stored record (a copy)."""
         return dict(self._last_pos)
 
+    @_serialised
     def held_count(self) -> int:
         """How many outcomes are held."""
         return int(self._conn.execute("SELECT count(*) FROM held_outcomes").fetchall()[0][0])
 
+    @_serialised
     def hold_outcomes(self, rows: Sequence[tuple], received_at: pd.Timestamp) -> None:
         """Outcomes without a stored prediction: (model_id, record_id, label, known_at,
         topic, partition, offset, payload), inside the caller's transaction."""
@@ -400,6 +431,7 @@ class Store:
                  for m, r, y, t, tp, p, o, pl in rows],
             )  # fmt: skip
 
+    @_serialised
     def release_held(self, keys: Sequence[tuple[str, str]]) -> None:
         """Forget held outcomes (joined now, or dead-lettered), inside the caller's transaction."""
         if keys:
@@ -407,6 +439,7 @@ class Store:
                 "DELETE FROM held_outcomes WHERE model_id = ? AND record_id = ?", list(keys)
             )
 
+    @_serialised
     def model_clocks(self) -> dict[str, int]:
         """Each model's event-time clock (ns): the latest scoring time or outcome time of
         its stored records and held outcomes (the clock of :mod:`monitor.stream.join`)."""
@@ -448,6 +481,7 @@ class Store:
             }
         )
 
+    @_serialised
     def write_dead_letters(
         self, dead: Sequence[DeadLetter], received_at: pd.Timestamp
     ) -> dict[str, int]:
@@ -506,6 +540,7 @@ class Store:
     # ------------------------------------------------------------------ reads of the writer
     # Reads that run on the writer's own connection (its start-up restore, a window read
     # inside its transaction); other threads call monitor.store.queries with a cursor.
+    @_serialised
     def window_records(
         self,
         model_id: str,
@@ -520,35 +555,44 @@ class Store:
             days=days,
         )  # fmt: skip
 
+    @_serialised
     def model_partitions(self) -> dict[str, tuple[str, int]]:
         return queries.model_partitions(self._conn)
 
+    @_serialised
     def model_states(self) -> dict[str, dict[str, int | None]]:
         return queries.model_states(self._conn)
 
+    @_serialised
     def cell_states(self) -> list[tuple[str, str, str, dict[str, Any], dict[str, Any] | None]]:
         return queries.cell_states(self._conn)
 
+    @_serialised
     def released_cells(self) -> list[tuple[str, dict[str, Any]]]:
         """(model, result) of each cell's latest released evaluation."""
         return queries.latest_window_results(self._conn)
 
+    @_serialised
     def source_offsets(self) -> dict[tuple[str, int], int]:
         """(topic, partition) -> the offset after the last message stored from it."""
         return queries.source_offsets(self._conn)
 
+    @_serialised
     def last_evaluation_times(self) -> dict[str, float]:
         return queries.last_evaluation_times(self._conn)
 
+    @_serialised
     def latest_axis_results(
         self, axis: str, cursor: duckdb.DuckDBPyConnection | None = None
     ) -> dict[str, Any]:
         return queries.latest_axis_results(cursor or self._conn, axis)
 
+    @_serialised
     def counts(self) -> dict[str, int]:
         """Rows per table (:func:`queries.counts`)."""
         return queries.counts(self._conn)
 
+    @_serialised
     def memory_mb(self) -> float:
         """What DuckDB accounts for, in MiB, read through a fresh cursor. Benchmarks call it
         on the ingest thread: a probe from another thread keeps DuckDB from releasing memory."""
@@ -558,10 +602,12 @@ class Store:
         finally:
             cur.close()
 
+    @_serialised
     def schema_version(self) -> int:
         return migrations.schema_version(self._conn)
 
     # ------------------------------------------------------------------ source positions
+    @_serialised
     def write_source_offsets(self, origins: Sequence[Origin]) -> None:
         """Advance each source partition's stored-through offset past ``origins`` (every
         message of the batch: stored, duplicate or dead-lettered), inside the caller's
@@ -581,6 +627,7 @@ class Store:
             "DO UPDATE SET next_offset = greatest(next_offset, excluded.next_offset)",
         )
 
+    @_serialised
     def write_model_partitions(self, changed: dict[str, tuple[str, int]]) -> None:
         """Models whose source partition is new or changed, inside the caller's transaction."""
         if changed:
@@ -589,6 +636,7 @@ class Store:
                 [(m, t, p) for m, (t, p) in changed.items()],
             )
 
+    @_serialised
     def _to_outbox(self, messages: Sequence[tuple[str, str]]) -> None:
         """(key, value) rows for the results topic, inside the caller's transaction."""
         if messages:
@@ -619,6 +667,7 @@ class Store:
         return event_id
 
     # ------------------------------------------------------------------ evaluations and state
+    @_serialised
     def write_evaluations(self, items: Sequence[EvaluationRecord]) -> None:
         """Axis 1 results of a batch's evaluations, the cells' latest tracker states and events,
         inside the caller's transaction.
@@ -688,6 +737,7 @@ class Store:
                     [event_message(at, e, self._decision_id) for at, e in events]
                 )
 
+    @_serialised
     def write_model_states(
         self, rows: Sequence[tuple[str, int, int, int, pd.Timestamp, int | None, str | None]]
     ) -> None:
@@ -707,6 +757,7 @@ class Store:
         )
 
     # ------------------------------------------------------------------ scheduled axes
+    @_serialised
     def write_axis_results(
         self,
         axis: str,
@@ -741,6 +792,7 @@ class Store:
             c.execute("ROLLBACK")
             raise
 
+    @_serialised
     def write_axis_release(
         self, axis: str, model_id: str, cohort: Any, cursor: duckdb.DuckDBPyConnection
     ) -> None:
@@ -750,6 +802,7 @@ class Store:
             [axis, model_id, to_json(cohort)],
         )
 
+    @_serialised
     def axis_releases(self) -> dict[tuple[str, str], dict[str, Any]]:
         return queries.axis_releases(self._conn)
 
