@@ -420,29 +420,38 @@ def test_a_frozen_broker_is_reported_within_the_bound(own_kafka_broker: OwnBroke
     cfg = config(broker, topic, session_timeout_ms=6_000)
     sink = RecordingSink()
     stop = threading.Event()
-    with KafkaSource(cfg, sink) as source:
-        worker = threading.Thread(target=source.run, args=(stop,), daemon=True)
-        worker.start()
-        frozen = False
-        try:
-            assert _wait_until(lambda: len(sink.delivered) == 120, 60) is not None
-            assert source.health() == (True, "ok")
-            own_kafka_broker.freeze()
-            frozen = True
-            bound = cfg.broker_unreachable_after_s + LOADED_MACHINE_MARGIN_S
-            took = _wait_until(lambda: not source.health()[0], bound)
-            assert took is not None, f"health still {source.health()} {bound} s after the freeze"
-            assert source.health() == (False, "broker unreachable")
-            own_kafka_broker.thaw()
+    try:
+        with KafkaSource(cfg, sink) as source:
+            worker = threading.Thread(target=source.run, args=(stop,), daemon=True)
+            worker.start()
             frozen = False
-            back = _wait_until(lambda: source.health()[0], bound)
-            assert back is not None, source.health()
-            print(f"not healthy {took:.1f} s after the freeze, healthy {back:.1f} s after thaw")
-        finally:
-            if frozen:
+            try:
+                assert _wait_until(lambda: len(sink.delivered) == 120, 60) is not None
+                assert source.health() == (True, "ok")
+                own_kafka_broker.freeze()
+                frozen = True
+                bound = cfg.broker_unreachable_after_s + LOADED_MACHINE_MARGIN_S
+                took = _wait_until(lambda: not source.health()[0], bound)
+                assert took is not None, (
+                    f"health still {source.health()} {bound} s after the freeze"
+                )
+                assert source.health() == (False, "broker unreachable")
                 own_kafka_broker.thaw()
-            stop.set()
-            worker.join(timeout=120)
+                frozen = False
+                back = _wait_until(lambda: source.health()[0], bound)
+                assert back is not None, source.health()
+                print(f"not healthy {took:.1f} s after the freeze, "
+                      f"healthy {back:.1f} s after thaw")  # fmt: skip
+            finally:
+                if frozen:
+                    own_kafka_broker.thaw()
+                stop.set()
+                worker.join(timeout=120)
+    finally:
+        # a broker stopped for seconds and resumed may stay fenced by its own controller
+        # for a while (seen: the next test's 200 messages not delivered in 60 s on a
+        # loaded machine): the next test that needs it gets a fresh start
+        own_kafka_broker.stop()
 
 
 def test_health_does_not_wait_for_a_consumer_call_the_outage_blocks(
@@ -492,7 +501,8 @@ def test_health_does_not_wait_for_a_consumer_call_the_outage_blocks(
             assert not any(seen)
         finally:
             stop.set()
-            asker.join(timeout=120)
+            if asker.is_alive():  # not started when the first wait failed
+                asker.join(timeout=120)
             worker.join(timeout=120)
 
 
