@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -35,8 +36,28 @@ KAFKA_SH = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "kafka.sh"
 N_PARTITIONS = 3
 
 
+def _stop_when_this_process_ends(run_dir: str, env: dict[str, str]) -> None:
+    """A detached watcher that stops the broker in ``run_dir`` once this process is gone.
+
+    Why: the session fixtures stop their brokers at the end of the session, but a pytest
+    worker that dies (pytest-timeout ends a hung test with ``os._exit``; xdist then says
+    "node down") never gets there, and its broker's JVM outlived ``make test`` (seen: one
+    still running 36 minutes after a run). ``kafka.sh stop`` on a stopped broker is a no-op.
+    """
+    watch = (
+        f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 2; done; "
+        f"exec bash {shlex.quote(str(KAFKA_SH))} stop --dir {shlex.quote(run_dir)}"
+    )
+    subprocess.Popen(
+        ["bash", "-c", watch], env=env, start_new_session=True,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def _run_script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KAFKA_PYTHON": sys.executable}
+    if args and args[0] == "start" and "--dir" in args:
+        _stop_when_this_process_ends(args[args.index("--dir") + 1], env)
     return subprocess.run(
         ["bash", str(KAFKA_SH), *args],
         env=env,
