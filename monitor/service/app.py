@@ -216,7 +216,7 @@ class MonitorService:
         """What a scrape shows: every cell's and model's figures as last released
         (monitor.stream.publication: window size and groups rounded, withheld groups
         absent), each model's released health and last evaluation time, the consumer lag."""
-        cells = self.published_cells()
+        cells = self.released_cells()
         models = []
         for view in self.pipeline.model_views():
             pub = view.published
@@ -509,17 +509,17 @@ class MonitorService:
 
     def latest_cells(self) -> list[CellEvaluation]:
         """The latest (computed) evaluation of every cell, in (model, metric, attribute)
-        order: for the service's own use; what leaves it is :meth:`published_cells`."""
+        order: for the service's own use; what leaves it is :meth:`released_cells`."""
         return self.pipeline.latest_cells()
 
-    def published_cells(self) -> list[CellEvaluation]:
+    def released_cells(self) -> list[CellEvaluation]:
         """Every cell's last released evaluation (monitor.stream.publication)."""
-        return self.pipeline.published_cells()
+        return self.pipeline.released_cells()
 
     def cells(self) -> list[dict]:
         """Released cells; a cell whose window has fewer than 11 records shows ``<11`` in
         place of every figure, counts rounded (monitor.publish.cells.published_evaluation)."""
-        return [published_evaluation(c) for c in self.published_cells()]
+        return [published_evaluation(c) for c in self.released_cells()]
 
     def status_page(self) -> str:
         """The governance report, served live at ``/``: the last drawing, from memory.

@@ -781,11 +781,11 @@ class Pipeline:
             cells = [c for ms in self._models.values() for c in ms.latest.values()]
         return sorted(cells, key=lambda c: c.key)
 
-    def published_cells(self) -> list[CellEvaluation]:
+    def released_cells(self) -> list[CellEvaluation]:
         """What the service shows of every cell: its last released evaluation
         (monitor.stream.publication), in (model, metric, attribute) order."""
         with self.lock:
-            cells = [c for ms in self._models.values() for c in ms.publication.published_cells()]
+            cells = [c for ms in self._models.values() for c in ms.publication.released_cells()]
         return sorted(cells, key=lambda c: c.key)
 
     def has_cell(self, model_id: str, metric: str, attribute: str) -> bool:

@@ -336,7 +336,7 @@ class ModelPublication:
         return PublishedModel(None if self.window is None else self.window[1], groups)
 
     # ------------------------------------------------------------------ reads
-    def published_cells(self) -> list[CellEvaluation]:
+    def released_cells(self) -> list[CellEvaluation]:
         return sorted(self.cells.values(), key=lambda c: c.key)
 
 
