@@ -1,11 +1,12 @@
 """One cell of an offline audit: its three axes and its tier, one row of cells.csv.
 
-:func:`batch_axes.runner.combine_cell` makes it; the audit writes :meth:`AuditCell.to_dict`
-to ``cells.csv`` and ``cells.json``, and the report reads those back with
-:meth:`AuditCell.from_dict`. The row's conventions are the files' (kept as they were):
-an infinite sigma or N* is the string ``"inf"``, the failed and pending axes are joined
-with ``+``, groups left out with spaces. A cell of fewer than 11 records keeps only its
-identity (:data:`AUDIT_IDENTITY`) and shows ``<11`` for every figure.
+:func:`batch_axes.runner.combine_cell` makes it; the audit writes it as
+:func:`monitor.publish.cells.published_audit_cell` publishes it (:meth:`AuditCell.row`
+under the small-cell rule) to ``cells.csv`` and ``cells.json``, and the report reads
+those back with :meth:`AuditCell.from_dict`. The row's conventions are the files' (kept
+as they were): an infinite sigma or N* is the string ``"inf"``, the failed and pending
+axes are joined with ``+``, groups left out with spaces. A cell of fewer than 11 records
+keeps only its identity (:data:`AUDIT_IDENTITY`) and shows ``<11`` for every figure.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.core.numbers import as_float, float_or_none
-from monitor.core.privacy import SMALL_CELL_LABEL, published_cell, reportable, rounded_count
+from monitor.core.privacy import SMALL_CELL_LABEL, reportable
 from monitor.core.support import support_note
 from monitor.core.tiers import Tier, TierResult
 
@@ -113,12 +114,11 @@ class AuditCell:
     def withheld(self) -> bool:
         return not reportable(self.cohort_n)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The cells.csv / cells.json row (small-cell rule applied), in CELL_COLUMNS order:
-        counts rounded to 5 (``cohort_n`` and the API cells' counts, ``resample_n`` and
-        ``min_denominator``: :func:`~monitor.core.privacy.published_cell`), so the cohort
-        size minus the EquiLense group sizes of ``mppd.json`` names no withheld group."""
-        row = {
+    def row(self) -> dict[str, Any]:
+        """The cells.csv / cells.json row, exact, in CELL_COLUMNS order: what leaves is
+        :func:`monitor.publish.cells.published_audit_cell` of it (small-cell rule applied,
+        counts rounded)."""
+        return {
             "model_id": self.model_id,
             "metric": self.metric,
             "attribute": self.attribute,
@@ -159,14 +159,11 @@ class AuditCell:
             "time_to_reliable": self.time_to_reliable,
             "records_to_reliable": self.records_to_reliable,
         }
-        out = published_cell(row, self.cohort_n, AUDIT_IDENTITY)
-        if not self.withheld:
-            out["cohort_n"] = rounded_count(self.cohort_n)  # type: ignore[arg-type]
-        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AuditCell:
-        """The inverse of :meth:`to_dict`; a withheld row gives a cell with identity only."""
+        """The inverse of ``published_audit_cell``; a withheld row gives a cell with its
+        identity only."""
         identity: dict[str, Any] = {
             "model_id": str(d["model_id"]),
             "metric": str(d["metric"]),

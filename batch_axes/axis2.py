@@ -69,7 +69,6 @@ from monitor.core.metrics import (
     tallies_from_table,
 )
 from monitor.core.numbers import as_float, finite_or_none
-from monitor.core.privacy import published_size
 
 #: docs/method.md section 4 size grid.
 DEFAULT_SIZES: tuple[int, ...] = (1_000, 2_000, 5_000, 10_000, 25_000, 50_000, 100_000)
@@ -562,10 +561,3 @@ def with_time_to_reliable(
         est = time_to_reliable(cell, smallest, cohort_days.get(cell.model_id), cv_cutoff)
         out.append(replace(cell, to_reliable=est))
     return out
-
-
-def published_axis2(cell: Axis2Cell) -> dict[str, Any]:
-    """What an Axis 2 cell shows outside the service: :meth:`Axis2Cell.to_dict` with its
-    cohort size rounded (docs/privacy.md: a total published exact beside rounded group
-    sizes would let a complement name a withheld group)."""
-    return {**cell.to_dict(), "cohort_n": published_size(cell.cohort_n)}

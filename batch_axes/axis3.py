@@ -42,11 +42,7 @@ from batch_axes.cohort_counts import NO_HOSPITAL, CohortCounts, group_kfold_from
 from monitor.config import MIN_GROUP_SUPPORT, AttributeConfig, MetricRule
 from monitor.core.metrics import METRICS, Tallies, passes
 from monitor.core.numbers import as_float, float_or_none
-from monitor.core.privacy import (
-    SMALL_CELL_LABEL,
-    published_family,
-    published_size,
-)
+from monitor.core.privacy import SMALL_CELL_LABEL, reportable, rounded_count
 
 #: docs/method.md section 9 defaults.
 DEFAULT_FOLDS = 20
@@ -193,9 +189,10 @@ def folds_note(n_missing: int, n_hospitals: int, n_folds_requested: int, n_folds
     """What the fold assignment adapted, in words ("" when nothing); ``n_folds`` 0 when
     Axis 3 is not applicable.
 
-    The excluded count is quoted as published (:func:`~monitor.core.privacy.published_size`):
-    a note leaves the service with the result, and an exact small count in it would
-    name how few patients lack a hospital id.
+    The excluded count is quoted as published (withheld below the small-cell rule, else
+    rounded: as :func:`monitor.publish.counts.published_size` of a count above 0): a note
+    leaves the service with the result, and an exact small count in it would name how few
+    patients lack a hospital id.
 
     >>> print(folds_note(2, 5, 20, 5).replace("; ", chr(10)))
     <11 records without hospital_id excluded from Axis 3
@@ -205,9 +202,8 @@ def folds_note(n_missing: int, n_hospitals: int, n_folds_requested: int, n_folds
     """
     notes = []
     if n_missing:
-        notes.append(
-            f"{published_size(n_missing)} records without hospital_id excluded from Axis 3"
-        )
+        shown = rounded_count(n_missing) if reportable(n_missing) else SMALL_CELL_LABEL
+        notes.append(f"{shown} records without hospital_id excluded from Axis 3")
     if 0 < n_folds < n_folds_requested:
         notes.append(
             f"{n_hospitals} hospitals for {n_folds_requested} folds: "
@@ -818,35 +814,3 @@ def axis3(
         metrics=tuple(metric_rows),
         cells=tuple(cells),
     )
-
-
-# ----------------------------------------------------------------------------- publication
-def published_axis3(result: Axis3Result) -> dict[str, Any]:
-    """What an Axis 3 result shows outside the service (the API, the audit files).
-
-    :meth:`Axis3Result.to_dict` is the stored form, exact. Here the folds are one family
-    under the small-cell rule (:func:`~monitor.core.privacy.published_family`): a fold of
-    1-10 records, and as many more of the smallest as keep the record total minus the
-    shown folds from naming it, show ``<11`` for their size, value and verdict; the other
-    sizes, the record count and the excluded count are rounded, and the note quotes only
-    published counts. Kappas, bands, pass and vote counts and the fold count stay exact:
-    they are computed from verdicts, and a small fold has no verdict (no two groups of
-    it reach the group support, so its value is undefined and it does not vote), so it
-    says nothing of its patients.
-    """
-    out = result.to_dict()
-    sizes = published_family(dict(enumerate(result.fold_sizes)))
-    hidden = {i for i, n in sizes.items() if n == SMALL_CELL_LABEL}
-    out["fold_sizes"] = [sizes[i] for i in range(len(result.fold_sizes))]
-    out["n_records"] = published_size(result.n_records)
-    out["n_excluded_missing_hospital"] = published_size(result.n_excluded_missing_hospital)
-    out["note"] = folds_note(
-        result.n_excluded_missing_hospital,
-        result.n_hospitals,
-        result.n_folds_requested,
-        result.n_folds if result.applicable else 0,
-    )
-    for cell in out["cells"]:
-        for key in ("fold_verdicts", "fold_values"):
-            cell[key] = [SMALL_CELL_LABEL if i in hidden else v for i, v in enumerate(cell[key])]
-    return out

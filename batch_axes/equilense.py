@@ -7,9 +7,11 @@ and the report; :meth:`EquiLenseResult.to_dict` is its JSON (``mppd.json``, the
 ``equilense`` axis payload) and :meth:`EquiLenseResult.from_dict` reads that back.
 
 The small-cell rule is applied to the typed MPPD entries before they leave the
-computation, by their named fields: a mean over fewer than 11 pairs, and a group of
-fewer than 11 records however many pairs it has, is withheld (mean ``None``, pairs
-:data:`~monitor.core.privacy.SMALL_CELL_LABEL`).
+computation (and are stored), by their named fields: a mean over fewer than 11 pairs, and
+a group of fewer than 11 records however many pairs it has, is suppressed (mean ``None``,
+pairs :data:`~monitor.core.privacy.SMALL_CELL_LABEL`). What a result shows outside the
+service (secondary suppression, rounded counts) is
+:func:`monitor.publish.equilense.published_equilense`.
 """
 
 from __future__ import annotations
@@ -19,16 +21,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from batch_axes.equilense_groups import GroupMetricResult, published_group_metrics
+from batch_axes.equilense_groups import GroupMetricResult
 from batch_axes.mppd import GroupMPPD, IndividualFairnessGap, MPPDPairwise, MPPDReference
 from batch_axes.mppd_sample import MPPDSampling
-from monitor.core.privacy import (
-    SMALL_CELL,
-    SMALL_CELL_LABEL,
-    family_withheld,
-    published_size,
-    rounded_count,
-)
+from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
 
 
 @dataclass(frozen=True)
@@ -165,10 +161,10 @@ def suppress_small_groups(entry: AttributeMPPD, sizes: Mapping[str, int]) -> Att
     patients); a pairwise cell is withheld when either group is small; a small
     reference group leaves no gap to show.
     """
-    return withhold_groups(entry, {g for g, n in sizes.items() if n < SMALL_CELL})
+    return suppress_groups(entry, {g for g, n in sizes.items() if n < SMALL_CELL})
 
 
-def withhold_groups(entry: AttributeMPPD, small: Collection[str]) -> AttributeMPPD:
+def suppress_groups(entry: AttributeMPPD, small: Collection[str]) -> AttributeMPPD:
     """``entry`` with the groups ``small`` withheld: their reference entries, every
     pairwise cell they are in, and the gaps to a withheld reference group."""
     ref, pw = entry.reference, entry.pairwise
@@ -220,64 +216,3 @@ def disparity_of_shown(entry: AttributeMPPD) -> AttributeMPPD:
 def suppress_small_cells(entry: AttributeMPPD, sizes: Mapping[str, int]) -> AttributeMPPD:
     """Every small-cell rule of one attribute's MPPD, in order: pairs, groups, disparity."""
     return disparity_of_shown(suppress_small_groups(suppress_small_pair_counts(entry), sizes))
-
-
-# --------------------------------------------------------------------------- publication
-def published_equilense(result: EquiLenseResult) -> dict[str, Any]:
-    """What an EquiLense result shows outside the service (``mppd.json``, the API).
-
-    :meth:`EquiLenseResult.to_dict` is the stored form. Here every group metric goes
-    through :func:`~batch_axes.equilense_groups.published_group_metrics` (secondary
-    suppression over each attribute's groups, rounded sizes and values) and a model's
-    record count is rounded. The MPPD entries are stored under the rule by pairs and by
-    group records (:func:`suppress_small_cells`); here the groups the group metrics
-    withhold by secondary suppression are withheld from MPPD too, and pair counts are
-    rounded: with dense matching a group's pairs are about its records times the
-    reference group's, so an exact count would give a withheld group's size back.
-    """
-    out = result.to_dict()
-    out["group_metrics"] = [published_group_metrics(r) for r in result.group_metrics]
-    hidden = {(r.model_id, r.attribute): family_withheld(r.group_n) for r in result.group_metrics}
-    for model_id, model in result.models.items():
-        shown = out["models"][model_id]
-        if isinstance(model.records, int):
-            shown["records"] = published_size(model.records)
-        if model.individual_fairness_gap is not None:
-            shown["individual_fairness_gap"] = _rounded_gap(model.individual_fairness_gap)
-        if model.sampling is not None:
-            shown["sampling"] = _published_sampling(model.sampling)
-        shown["mppd"] = {
-            attr: _rounded_pairs(
-                disparity_of_shown(withhold_groups(entry, hidden.get((model_id, attr), ())))
-            ).to_dict()
-            for attr, entry in model.mppd.items()
-        }
-    return out
-
-
-def _published_sampling(s: MPPDSampling) -> dict[str, Any]:
-    """How MPPD was computed, with the record counts as any published size (rounded)."""
-    return replace(
-        s,
-        records=published_size(s.records) if isinstance(s.records, int) else s.records,
-        cohort_records=(
-            published_size(s.cohort_records)
-            if isinstance(s.cohort_records, int) else s.cohort_records
-        ),
-    ).to_dict()  # fmt: skip
-
-
-def _rounded(pairs: int | str) -> int | str:
-    return rounded_count(pairs) if isinstance(pairs, int) else pairs
-
-
-def _rounded_gap(gap: IndividualFairnessGap) -> dict[str, Any]:
-    return replace(gap, pairs=_rounded(gap.pairs)).to_dict()
-
-
-def _rounded_pairs(entry: AttributeMPPD) -> AttributeMPPD:
-    """Every pair count of ``entry`` rounded to 5 (withheld ones stay ``<11``)."""
-    ref, pw = entry.reference, entry.pairwise
-    groups = tuple(replace(g, pairs=_rounded(g.pairs)) for g in ref.groups)
-    pairs = tuple(tuple(_rounded(n) for n in row) for row in pw.pairs)
-    return AttributeMPPD(replace(ref, groups=groups), replace(pw, pairs=pairs))

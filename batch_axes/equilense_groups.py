@@ -16,7 +16,8 @@ no value unless each has at least ``min_group_size`` records (default 10) and ne
 fewer than the small-cell rule's 11: records for DPD and EDDI, positives for EOD,
 positives and negatives for EO.
 
-:func:`published_group_metrics` is what a result shows outside the service.
+:func:`monitor.publish.equilense.published_group_metrics` is what a result shows outside
+the service.
 """
 
 from __future__ import annotations
@@ -36,13 +37,7 @@ from monitor.core.metrics import (
     tallies_from_table,
     true_positive_rate,
 )
-from monitor.core.privacy import (
-    SMALL_CELL,
-    SMALL_CELL_LABEL,
-    family_withheld,
-    published_family,
-    rounded_rate,
-)
+from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
 
 GROUP_METRICS = ("DPD", "EOD", "EO", "EDDI")
 
@@ -170,38 +165,3 @@ def equilense_group_metrics(
             )
         )
     return out
-
-
-def _abs_summary(values: list[float]) -> tuple[float | None, float | None]:
-    """max |v| and mean |v| of the shown values (None without any)."""
-    if not values:
-        return None, None
-    a = np.abs(np.asarray(values))
-    return float(a.max()), float(a.mean())
-
-
-def published_group_metrics(result: GroupMetricResult) -> dict[str, Any]:
-    """What one EquiLense metric of one (model, attribute) shows outside the service.
-
-    The attribute's groups are one family under the small-cell rule
-    (:func:`~monitor.core.privacy.published_family`): a group of 1-10 records, and as
-    many more of the smallest as keep ``cohort_n`` minus the shown groups from naming
-    it, show ``<11`` for their size and no value; the shown sizes are rounded to 5 and
-    the values to :data:`~monitor.core.privacy.RATE_DECIMALS`. Withholding two groups'
-    values also defeats the identity sum_g n_g DPD_g = 0: it then gives one equation in
-    two unknown groups, and with rounded sizes and values not even that exactly.
-    ``max_abs`` and ``mean_abs`` are over the shown values (a maximum over a withheld
-    group would show its value).
-    """
-    hidden = family_withheld(result.group_n)
-    by_group = {g: None if g in hidden else rounded_rate(v) for g, v in result.by_group.items()}
-    max_abs, mean_abs = _abs_summary(
-        [float(v) for g, v in result.by_group.items() if g not in hidden and v is not None]
-    )
-    return {
-        **result.to_dict(),
-        "by_group": by_group,
-        "group_n": published_family(result.group_n),
-        "max_abs": rounded_rate(max_abs),
-        "mean_abs": rounded_rate(mean_abs),
-    }

@@ -409,7 +409,7 @@ def _draw(
         f"  messages {done:,}/{total:,} ({done / max(total, 1):.0%}), "
         f"{done / max(elapsed, 1e-9):,.0f}/s · event time {at} · evaluations {evals}",
     ]
-    body = [*tier_grid(service.published_cells(), cfg, models), "  latest confirmed events:"]
+    body = [*tier_grid(service.released_cells(), cfg, models), "  latest confirmed events:"]
     body += [event_line(e) for e in _confirmed_events(service)[-8:]] or ["    (none yet)"]
     view.show(header, body)
 
@@ -494,7 +494,7 @@ def _summary(
 ) -> list[str]:
     counts = _store_counts(service)
     events = _confirmed_events(service)
-    cells = service.published_cells()
+    cells = service.released_cells()
     tau = cfg.axis1.tau_vfr
     stories = cell_stories(events, cells)
     settled = [st for st in stories if st.settled(tau)]

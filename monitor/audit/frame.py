@@ -55,7 +55,8 @@ from monitor.config import (
     load_config,
 )
 from monitor.config.errors import ConfigError
-from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
+from monitor.publish.cells import published_audit_cell
+from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL
 
 #: Fields of the record schema an attribute may not be named after (the engine's frame
 #: holds them beside the attributes).
@@ -543,8 +544,9 @@ def tidy_cells(
     sizes: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
 ) -> pd.DataFrame:
     """The audit's cells as one tidy row each (:data:`TIDY_COLUMNS`), from their published
-    form (:meth:`AuditCell.to_dict`: counts rounded, a model of fewer than 11 records
-    withheld): group names, not codes; NaN where a figure is undefined or withheld.
+    form (:func:`~monitor.publish.cells.published_audit_cell`: counts rounded, a model of
+    fewer than 11 records withheld): group names, not codes; NaN where a figure is
+    undefined or withheld.
 
     ``verdict`` is the verdict of ``value`` (the whole cohort); ``dominant_verdict`` the
     majority over the K resamples, which the VFR measures flips against.
@@ -553,7 +555,7 @@ def tidy_cells(
     names = {a.name: a.groups for a in config.grid_attributes}
     rows = []
     for cell in report.cells:
-        d = cell.to_dict()
+        d = published_audit_cell(cell)
         withheld = cell.withheld
         attr = cell.attribute
         left_out = _named_groups(

@@ -53,15 +53,10 @@ from monitor.audit.interventions import (
 from monitor.audit.run import CELL_COLUMNS
 from monitor.config import MonitorConfig
 from monitor.core.counts import CountTable
-from monitor.core.privacy import (
-    SMALL_CELL_LABEL,
-    family_withheld,
-    model_withheld,
-    published_family,
-    published_size,
-    rounded_rate,
-)
 from monitor.core.tables import grid_groups
+from monitor.publish.cells import published_audit_cell
+from monitor.publish.counts import published_family, published_size, rounded_rate
+from monitor.publish.rates import linked_hidden, published_rates
 from monitor.stream.schema import decision_thresholds
 
 #: The built-in cohort name accepted by --input (monitor.data.datasets.diabetes130).
@@ -287,7 +282,7 @@ class BaselineResult:
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["cells"] = [c.to_dict() for c in self.cells]
+        out["cells"] = [published_audit_cell(c) for c in self.cells]
         return out
 
     @classmethod
@@ -297,32 +292,11 @@ class BaselineResult:
         return cls(**kw)
 
 
-def published_rates(
-    codes: Sequence[str],
-    rates: np.ndarray,
-    counts: np.ndarray,
-    hidden: frozenset[str] | None = None,
-) -> dict[str, float | str | None]:
-    """A part's selection rate per group as published: ``<11`` for the groups the split
-    summary withholds (:func:`~monitor.core.privacy.family_withheld` of the same sizes),
-    the others to :data:`~monitor.core.privacy.RATE_DECIMALS` (an exact rate s/n beside
-    a size rounded to 5 gives the exact size back). ``hidden``: the withheld groups as
-    decided with the linked families (:func:`part_withheld`)."""
-    if hidden is None:
-        hidden = family_withheld({c: int(n) for c, n in zip(codes, counts, strict=True)})
-    return {
-        c: SMALL_CELL_LABEL if c in hidden else rounded_rate(float(r))
-        for c, r in zip(codes, rates, strict=True)
-    }
-
-
 def part_withheld(groups: Sequence[GroupCodes]) -> dict[str, frozenset[str]]:
     """The withheld groups of a part's attributes, an intersection's linked to its margins
-    (:func:`~monitor.core.privacy.model_withheld`): "Black" minus a shown "Black x Male"
+    (:func:`~monitor.publish.rates.linked_hidden`): "Black" minus a shown "Black x Male"
     must not leave a withheld "Black x Female"."""
-    return model_withheld(
-        {g.name: {c: int(n) for c, n in zip(g.codes, g.counts, strict=True)} for g in groups}
-    )
+    return linked_hidden((g.name, g.codes, g.counts) for g in groups)
 
 
 def evaluate(
@@ -648,7 +622,8 @@ def write_report(report: InterventionReport, out_dir: str | Path) -> dict[str, P
     _csv(paths["table5"], table5_rows(report), ["baseline", "method", *attrs, "pass"])
     _csv(paths["table6"], table6_rows(report), TABLE6_COLUMNS)
     _csv(paths["cells"],
-         [{"baseline": r.baseline, **c.to_dict()} for r in report.rows for c in r.cells],
+         [{"baseline": r.baseline, **published_audit_cell(c)}
+          for r in report.rows for c in r.cells],
          ["baseline", *CELL_COLUMNS])  # fmt: skip
     _csv(paths["movement"], report.movement, list(report.movement[0]) if report.movement else [])
     _csv(paths["sweep"],

@@ -23,14 +23,17 @@ from typing import Any, TextIO
 import pandas as pd
 
 from batch_axes.audit_cell import AuditCell
-from batch_axes.equilense import EquiLenseResult, published_equilense
+from batch_axes.equilense import EquiLenseResult
 from batch_axes.runner import cohort_days, combine_cell, run_axis2, run_axis3, run_equilense
 from monitor.audit.input_errors import left_out_lines
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
 from monitor.core.axis1 import run_axis1
-from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
 from monitor.core.tables import tables_from_frame
+from monitor.publish.cells import published_audit_cell
+from monitor.publish.counts import published_left_out
+from monitor.publish.equilense import published_equilense
+from monitor.publish.rule import SMALL_CELL_LABEL
 
 #: Columns of cells.csv, in order (the first fifteen are the issue's contract).
 CELL_COLUMNS = (
@@ -136,7 +139,7 @@ def run_audit(
     )
     a2_by = {(c.model_id, c.metric, c.attribute): c for c in a2}
     # small-cell rule: a model with fewer than 11 records in the cohort shows "<11" in
-    # place of every figure of its cells (files and printed summary alike: AuditCell.to_dict)
+    # place of every figure of its cells (files and printed summary alike: published_audit_cell)
     cells = [
         combine_cell(c, a2_by.get((c.model_id, c.metric, c.attribute)), a3.get(c.model_id), config)
         for c in a1
@@ -158,7 +161,7 @@ def run_audit(
 
 def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
     """cells.csv, cells.json and mppd.json in ``out_dir`` (created if needed), in their
-    published forms (:meth:`AuditCell.to_dict`, :func:`published_equilense`)."""
+    published forms (:func:`published_audit_cell`, :func:`published_equilense`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -166,7 +169,7 @@ def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
         "cells_json": out / "cells.json",
         "mppd": out / "mppd.json",
     }
-    rows = [c.to_dict() for c in report.cells]
+    rows = [published_audit_cell(c) for c in report.cells]
     with paths["cells_csv"].open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CELL_COLUMNS)
         w.writeheader()
@@ -174,8 +177,7 @@ def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
             w.writerow({k: ("" if row[k] is None else row[k]) for k in CELL_COLUMNS})
     # counts of fewer than 11 left-out records are written "<11", as every figure of
     # the files (they travel further than the terminal the audit ran in)
-    left_out = {k: SMALL_CELL_LABEL if 0 < v < SMALL_CELL else v
-                for k, v in report.left_out.items()}  # fmt: skip
+    left_out = published_left_out(report.left_out)
     notes = list(report.notes)
     if left_out:  # the governance report (report --audit-dir) shows the notes
         notes.append(

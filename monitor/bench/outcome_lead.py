@@ -31,7 +31,7 @@ import duckdb
 import pandas as pd
 
 from monitor.core.coverage import needs_outcome
-from monitor.core.privacy import published_count
+from monitor.publish.counts import published_count
 from monitor.store import queries
 
 PLANTED = ("los-xgb-discharge", "DI", "sex")

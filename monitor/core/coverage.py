@@ -21,9 +21,10 @@ Definitions (docs/decisions.md, "Outcome coverage"):
   (None) with fewer than two such groups or no outcome at all (then no label-based cell
   has a value to qualify).
 
-Disclosure (monitor.core.privacy): a group's coverage rests on its predictions, so it is
-withheld below :data:`~monitor.core.privacy.SMALL_CELL` predictions; its median delay
-rests on its outcomes, so it is withheld below SMALL_CELL outcomes. Published rates keep
+Disclosure (:mod:`monitor.publish.coverage` makes the published figures a cell carries):
+a group's coverage rests on its predictions, so it is withheld below
+:data:`~monitor.core.privacy.SMALL_CELL` predictions; its median delay rests on its
+outcomes, so it is withheld below SMALL_CELL outcomes. Published rates keep
 :data:`~monitor.core.privacy.RATE_DECIMALS` decimals; the rule that qualifies a cell reads
 the published (rounded) gap, so a reader can check it against the threshold.
 
@@ -36,7 +37,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from monitor.core.privacy import reportable, rounded_rate
+from monitor.core.privacy import rounded_rate
 
 #: The tier reason of a label-based cell while the coverage of its attribute's groups is
 #: not comparable (gap above ``[outcomes] max_coverage_gap``).
@@ -197,29 +198,6 @@ class PublishedCoverage:
         }
 
 
-def published_coverage(g: GroupCoverage) -> PublishedCoverage:
-    """A group's figures under the small-cell rule: coverage from >= 11 predictions, median
-    delay from >= 11 outcomes, rates to 2 decimals, the delay to 0.1 day.
-
-    >>> published_coverage(GroupCoverage("2", 40, 7, (7,) + (0,) * 17))
-    PublishedCoverage(group='2', coverage=0.17, median_delay_days=None)
-    >>> published_coverage(GroupCoverage("2", 8, 8)).coverage is None
-    True
-    """
-    cov = rounded_rate(g.coverage) if reportable(g.predictions) else None
-    delay = g.median_delay_days if reportable(g.with_outcome) else None
-    return PublishedCoverage(g.group, cov, None if delay is None else round(delay, DELAY_DECIMALS))
-
-
-def published_gap(gap: float | None) -> float | None:
-    """The gap as it is shown and as the tier rule reads it (2 decimals).
-
-    >>> published_gap(0.30000000001), published_gap(None)
-    (0.3, None)
-    """
-    return rounded_rate(gap)
-
-
 def coverage_reason(metric: str, gap: float | None, max_gap: float) -> str:
     """The tier reason the coverage of a cell's attribute gives it: OUTCOMES_INCOMPLETE for a
     label-based cell whose attribute's published gap exceeds ``max_gap``, else "".
@@ -234,7 +212,7 @@ def coverage_reason(metric: str, gap: float | None, max_gap: float) -> str:
     >>> coverage_reason("EOPP", 0.10, 0.10), coverage_reason("EOPP", None, 0.10)
     ('', '')
     """
-    shown = published_gap(gap)
+    shown = rounded_rate(gap)  # the gap as it is shown (2 decimals)
     if not needs_outcome(metric) or shown is None:
         return ""
     return OUTCOMES_INCOMPLETE if shown > max_gap else ""
@@ -266,22 +244,3 @@ class AttributeCoverage:
             for code, g in (d.get("groups") or {}).items()
         )
         return cls(groups, d.get("gap"), float(d.get("max_gap", 0.0)), str(d.get("reason", "")))
-
-
-def attribute_coverage(
-    metric: str, groups: Sequence[GroupCoverage], min_support: int, max_gap: float
-) -> AttributeCoverage:
-    """The coverage a cell of ``metric`` on an attribute with these ``groups`` carries.
-
-    >>> ac = attribute_coverage(
-    ...     "EOPP", [GroupCoverage("0", 400, 360), GroupCoverage("1", 400, 252)], 20, 0.10)
-    >>> ac.gap, ac.reason, [g.coverage for g in ac.groups]
-    (0.3, 'outcomes incomplete', [0.9, 0.63])
-    """
-    gap = published_gap(coverage_gap(groups, min_support))
-    return AttributeCoverage(
-        tuple(published_coverage(g) for g in groups),
-        gap,
-        float(max_gap),
-        coverage_reason(metric, gap, max_gap),
-    )

@@ -1,9 +1,14 @@
-"""The small-cell rule, in one place.
+"""The small-cell rule's primitives.
 
 No figure computed from fewer than :data:`SMALL_CELL` records of a group or a model
 leaves the service (metrics, API, reports, audit files); where such a figure would
 stand, :data:`SMALL_CELL_LABEL` does. 11 is the usual disclosure threshold for
 health statistics (counts of 1-10 are suppressed).
+
+Here: the threshold, rounding, which groups of a family (or of linked families) to
+withhold, release blocks and release bookkeeping. What a published cell, count, axis or
+period looks like is :mod:`monitor.publish`'s (the outputs read the rule only through
+it); when a cell's figures are released is :mod:`monitor.stream.publication`'s.
 """
 
 from __future__ import annotations
@@ -35,37 +40,6 @@ def reportable(n: int | float | None) -> bool:
     return n is not None and n >= SMALL_CELL
 
 
-#: Fields of a cell row that are identity or configuration, not figures computed from
-#: records: they stay when the figures are withheld, so a reader sees which cell it is
-#: and why it shows no figures.
-CELL_IDENTITY = frozenset(
-    {
-        "model_id", "metric", "attribute", "threshold", "direction", "K", "evaluation",
-        "evaluated_at", "groups_left_out", "groups_left_out_point",
-    }
-)  # fmt: skip
-
-#: Fields of an event row that are identity: the rest (old and new verdict or tier, its
-#: direction and the axes) was computed from the window's records.
-EVENT_IDENTITY = frozenset(
-    {"id", "created_at", "kind", "model_id", "metric", "attribute", "confirmed", "evaluation",
-     "decision_config"}
-)  # fmt: skip
-
-
-def withhold(row: dict, n: int | float | None, keep: frozenset[str] = CELL_IDENTITY) -> dict:
-    """``row`` unchanged when computed from ``n`` >= SMALL_CELL records; else every field
-    not in ``keep`` replaced by SMALL_CELL_LABEL (the row stays: its absence would say
-    as much, and a reader needs to know the cell exists but is too small to show).
-
-    >>> withhold({"metric": "DI", "value": 0.5, "window_n": 4}, 4)
-    {'metric': 'DI', 'value': '<11', 'window_n': '<11'}
-    """
-    if reportable(n):
-        return row
-    return {k: (v if k in keep else SMALL_CELL_LABEL) for k, v in row.items()}
-
-
 # ----------------------------------------------------------------------------- rounding
 #: Counts that need not be exact (records received, group sizes, window sizes, volumes,
 #: fold sizes) are published rounded to a multiple of this base. 5 is NHS England's
@@ -89,25 +63,6 @@ def rounded_count(n: int | float, base: int = ROUNDING_BASE) -> int:
     return int(base * math.floor(float(n) / base + 0.5))
 
 
-def published_count(n: int | float | None) -> int | str:
-    """A count as it leaves the service: withheld below the small-cell rule, else rounded.
-
-    >>> published_count(4), published_count(87)
-    ('<11', 85)
-    """
-    return rounded_count(n) if reportable(n) else SMALL_CELL_LABEL  # type: ignore[arg-type]
-
-
-def published_size(n: int) -> int | str:
-    """:func:`published_count`, except that an empty count stays 0: it discloses no
-    patient, and ``<11`` would say some were there.
-
-    >>> published_size(0), published_size(2), published_size(59)
-    (0, '<11', 60)
-    """
-    return 0 if n == 0 else published_count(n)
-
-
 def published(n: int | float | None) -> bool:
     """Whether ``n`` can be a published (rounded) count of 11 or more records: the check an
     edge that receives released figures makes before showing them (11 and 12 round to 10).
@@ -127,27 +82,6 @@ def rounded_rate(x: float | None) -> float | None:
     if x is None or not math.isfinite(x):
         return None
     return round(float(x), RATE_DECIMALS)
-
-
-#: Record counts among a cell's fields: published rounded (the rest are computed figures);
-#: ``predictions`` and ``with_outcome``: a window of predictions and those with an outcome.
-CELL_COUNTS = ("window_n", "resample_n", "min_denominator", "predictions", "with_outcome")
-
-
-def published_cell(row: dict, n: int | float | None, keep: frozenset[str] = CELL_IDENTITY) -> dict:
-    """A cell row as it leaves the service: withheld below the small-cell rule
-    (:func:`withhold`), else with its record counts rounded (:func:`rounded_count`).
-
-    >>> published_cell({"metric": "DI", "value": 0.9, "window_n": 87}, 87)
-    {'metric': 'DI', 'value': 0.9, 'window_n': 85}
-    """
-    out = withhold(row, n, keep)
-    if reportable(n):
-        for k in CELL_COUNTS:
-            v = out.get(k)
-            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
-                out[k] = rounded_count(v)
-    return out
 
 
 # ----------------------------------------------------------------------------- complements
@@ -307,30 +241,6 @@ def family_withheld(sizes: Mapping[K, int | str]) -> frozenset[K]:
     ['a', 'b']
     """
     return suppressed_groups({g: 1 if n == SMALL_CELL_LABEL else int(n) for g, n in sizes.items()})
-
-
-def published_family(
-    sizes: Mapping[K, int | str], hidden: frozenset[K] | None = None
-) -> dict[K, int | str]:
-    """The sizes of one family of groups (an attribute's groups, a cohort's folds) as
-    they leave the service: the groups of :func:`family_withheld` show
-    SMALL_CELL_LABEL, the others their size rounded (:func:`rounded_count`), an empty
-    group 0. The family's total must be published rounded too (``published_count``):
-    an exact total minus rounded parts is still fuzzy, but an exact total minus exact
-    parts is the withheld group. ``hidden``: the family's withheld groups when decided
-    with its linked families (:func:`model_withheld`), else :func:`family_withheld`.
-
-    >>> published_family({"a": 4, "b": 86, "c": 646, "d": 3458})
-    {'a': '<11', 'b': '<11', 'c': 645, 'd': 3460}
-    >>> published_family({"x": 0, "y": 40, "z": 52})
-    {'x': 0, 'y': 40, 'z': 50}
-    """
-    if hidden is None:
-        hidden = family_withheld(sizes)
-    return {
-        g: SMALL_CELL_LABEL if g in hidden else rounded_count(n)  # type: ignore[arg-type]
-        for g, n in sizes.items()
-    }
 
 
 def period_blocks(counts: Sequence[int]) -> list[int]:

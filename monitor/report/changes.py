@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from monitor.core.privacy import SMALL_CELL
+from monitor.publish.rule import SMALL_CELL
 from monitor.report.data import WITHHELD_TIER, CellPoint, EventRow, ModelReport, ReportData
 from monitor.report.sentences import cell_label, plural
 

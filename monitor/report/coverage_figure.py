@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from monitor.core.privacy import SMALL_CELL_LABEL as WITHHELD
+from monitor.publish.rule import SMALL_CELL_LABEL as WITHHELD
 from monitor.report.data import CoveragePoint, ModelReport
 
 #: Okabe-Ito, as monitor.report.figures.LINE_COLOURS

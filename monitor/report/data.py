@@ -15,10 +15,12 @@ them by mistake. Counts that need not be exact (records, volumes, pairs, dead le
 stream positions) leave here rounded to :data:`~monitor.core.privacy.ROUNDING_BASE`,
 and a per-group family (the months of a model, the groups of an MPPD attribute) gets
 secondary suppression (:func:`~monitor.core.privacy.suppressed_groups`), so no total
-minus the parts shown gives a withheld one.
+minus the parts shown gives a withheld one. The rule's parts that do not need the page's
+types (MPPD pair counts, period snapping, monthly volumes, counts, the scheduled axes'
+notes) are :mod:`monitor.publish`'s.
 
 Period filters are whole UTC days, widened to whole release blocks of at least
-SMALL_CELL records (:func:`~monitor.core.privacy.period_blocks`), so two reports of
+SMALL_CELL records (:func:`~monitor.publish.periods.snap_period`), so two reports of
 neighbouring periods differ by no record or by at least SMALL_CELL; a model whose
 period holds 1 to SMALL_CELL - 1 records is withheld as a whole (docs/decisions.md,
 "Disclosure control in the report").
@@ -26,7 +28,6 @@ period holds 1 to SMALL_CELL - 1 records is withheld as a whole (docs/decisions.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import math
@@ -43,7 +44,7 @@ import pandas as pd
 
 from batch_axes.audit_cell import AuditCell
 from batch_axes.axis2 import Axis2Cell
-from batch_axes.axis3 import Axis3Result, published_axis3
+from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import AttributeMPPD, EquiLenseResult
 from batch_axes.mppd_sample import MPPDSampling
 from monitor import __version__
@@ -52,16 +53,12 @@ from monitor.config.errors import UserError
 from monitor.core.axis1 import needs_words
 from monitor.core.drivers import driver_clause, driver_sentence
 from monitor.core.events import CellEvent
-from monitor.core.privacy import (
-    SMALL_CELL,
-    SMALL_CELL_LABEL,
-    period_blocks,
-    published_count,
-    published_size,
-    reportable,
-    rounded_count,
-    suppressed_groups,
-)
+from monitor.publish.axes import published_axis3_note
+from monitor.publish.counts import published_count, published_size, rounded_count
+from monitor.publish.mppd import family_hidden, published_pair_matrix
+from monitor.publish.periods import in_period, snap_period
+from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL, reportable
+from monitor.publish.volumes import VolumePoint, monthly_volume
 from monitor.store import queries
 from monitor.stream.axis_payloads import axis_result
 
@@ -255,15 +252,6 @@ class MPPDAttribute:
     #: max - min of the bars shown, and its standard error on a sample
     disparity: float | None = None
     disparity_se: float | None = None
-
-
-@dataclass(frozen=True)
-class VolumePoint:
-    """Records of one model in one calendar month, rounded (None: withheld, as a month of
-    1 to SMALL_CELL - 1 records or by secondary suppression)."""
-
-    month: str
-    records: int | None
 
 
 @dataclass(frozen=True)
@@ -546,38 +534,13 @@ def axis3_summary(result: Axis3Result) -> Axis3Summary:
     )
     return Axis3Summary(
         applicable=result.applicable,
-        # the note as published (its counts rounded or withheld: batch_axes.axis3)
-        reason=result.reason or published_axis3(result)["note"],
+        # the note as published (its counts rounded or withheld: monitor.publish.axes)
+        reason=result.reason or published_axis3_note(result),
         n_folds=result.n_folds,
         n_hospitals=result.n_hospitals,
         kappa_cutoff=result.kappa_cutoff,
         metrics=metrics,
     )
-
-
-def _pairs_shown(pairs: int | str) -> int | None:
-    """A pair count the page may show: None when withheld or below SMALL_CELL."""
-    return pairs if isinstance(pairs, int) and pairs >= SMALL_CELL else None
-
-
-def _pair_size(pairs: int | str) -> int:
-    """A pair count for secondary suppression: a withheld one ("<11") counts as 1, the
-    fewest it can hold, so the withheld entries are never assumed to hold more than they
-    may."""
-    return pairs if isinstance(pairs, int) else 1
-
-
-def _family_hidden(sizes: Mapping[Any, int | str]) -> frozenset[Any]:
-    """The entries of one per-group family to withhold: primary (below SMALL_CELL, or
-    withheld by the writer) and secondary (:func:`suppressed_groups`)."""
-    primary = {k for k, n in sizes.items() if _pairs_shown(n) is None}
-    return frozenset(primary | suppressed_groups({k: _pair_size(n) for k, n in sizes.items()}))
-
-
-def _either(a: int | str, b: int | str) -> int | str:
-    """One count for a pair of groups whichever is the anchor: the smaller, withheld when
-    either is."""
-    return min(a, b) if isinstance(a, int) and isinstance(b, int) else SMALL_CELL_LABEL
 
 
 def mppd_attributes(per_attr: Mapping[str, AttributeMPPD]) -> list[MPPDAttribute]:
@@ -591,7 +554,7 @@ def mppd_attributes(per_attr: Mapping[str, AttributeMPPD]) -> list[MPPDAttribute
     out = []
     for attr, entry in per_attr.items():
         ref, pw = entry.reference, entry.pairwise
-        hidden = _family_hidden({g.group: g.pairs for g in ref.groups})
+        hidden = family_hidden({g.group: g.pairs for g in ref.groups})
         bars = []
         for g in ref.groups:
             small = g.group in hidden
@@ -607,17 +570,7 @@ def mppd_attributes(per_attr: Mapping[str, AttributeMPPD]) -> list[MPPDAttribute
                     se=None if small else _num(g.se),
                 )
             )
-        k = len(pw.groups)
-        cells = _family_hidden(
-            {(i, j): _either(pw.pairs[i][j], pw.pairs[j][i]) for i in range(k) for j in range(i, k)}
-        )
-        pairs_rows = tuple(
-            tuple(
-                None if (min(i, j), max(i, j)) in cells else rounded_count(pw.pairs[i][j])  # type: ignore[arg-type]
-                for j in range(k)
-            )
-            for i in range(k)
-        )
+        pairs_rows = published_pair_matrix(pw.pairs)
         means = tuple(
             tuple(_num(m) if n is not None else None for m, n in zip(mr, pr, strict=True))
             for mr, pr in zip(pw.means, pairs_rows, strict=True)
@@ -814,58 +767,10 @@ def _history(
     return out
 
 
-def snap_period(
-    days: Sequence[tuple[date, int]], first: date | None, end: date | None
-) -> tuple[date | None, date | None]:
-    """The days [start, end) a model's period figures rest on, for a filter of the days
-    [first, end) (None: open): the whole release blocks (:func:`period_blocks` over the
-    model's days with records) holding a record of those days; (first, end) as asked
-    when they hold none. A start or end that is the edge of the data stays open (None).
-
-    >>> d = [(date(2026, 3, k), n) for k, n in ((1, 30), (2, 4), (3, 20), (4, 20), (5, 3))]
-    >>> snap_period(d, date(2026, 3, 2), None) == snap_period(d, date(2026, 3, 3), None)
-    True
-    >>> snap_period(d, date(2026, 3, 3), None)
-    (datetime.date(2026, 3, 2), None)
-    >>> snap_period(d, None, date(2026, 3, 5))  # the last block holds 23 records
-    (None, None)
-    """
-    starts = period_blocks([n for _, n in days])
-    inside = [i for i, (d, _) in enumerate(days) if _in(d, first, end)]
-    if not inside:
-        return first, end
-    b0 = bisect.bisect_right(starts, inside[0]) - 1
-    b1 = bisect.bisect_right(starts, inside[-1]) - 1
-    start = None if b0 == 0 else days[starts[b0]][0]
-    stop = None if b1 + 1 >= len(starts) else days[starts[b1 + 1]][0]
-    return start, stop
-
-
-def _in(d: date, start: date | None, end: date | None) -> bool:
-    return (start is None or d >= start) and (end is None or d < end)
-
-
 def _at_in(t: datetime | None, start: date | None, end: date | None) -> bool:
     """Whether a point at event time ``t`` belongs to the days [start, end) (a point of
     unknown time stays, as it did before filters snapped)."""
-    return t is None or _in(t.astimezone(UTC).date(), start, end)
-
-
-def monthly_volume(days: Iterable[tuple[date, int]]) -> list[VolumePoint]:
-    """Records per calendar month as published: rounded, a month of 1 to SMALL_CELL - 1
-    records withheld, and secondary suppression over the months (the months of a model
-    are one family: its total minus the months shown must not give one month).
-
-    >>> [(v.month, v.records) for v in monthly_volume(
-    ...     [(date(2026, 1, 3), 846), (date(2026, 2, 1), 701), (date(2026, 3, 9), 4)])]
-    [('2026-01', 845), ('2026-02', None), ('2026-03', None)]
-    """
-    months: dict[str, int] = {}
-    for d, n in days:
-        key = f"{d:%Y-%m}"
-        months[key] = months.get(key, 0) + int(n)
-    hidden = suppressed_groups(months)
-    return [VolumePoint(m, None if m in hidden else rounded_count(n)) for m, n in months.items()]
+    return t is None or in_period(t.astimezone(UTC).date(), start, end)
 
 
 def model_period(
@@ -879,7 +784,7 @@ def model_period(
     else:
         last = filt[1]
         start, end = snap_period(days, filt[0], None if last is None else last + timedelta(1))
-    mine = [(d, n) for d, n in days if _in(d, start, end)]
+    mine = [(d, n) for d, n in days if in_period(d, start, end)]
     total = sum(n for _, n in mine)
     period = ModelPeriod(start, end, published_count(total) if total else 0, filt is not None)
     return period, ([] if period.withheld else monthly_volume(mine))

@@ -35,7 +35,7 @@ from batch_axes.axis3 import LANDIS_KOCH
 from batch_axes.mppd_sample import Z95
 from monitor.core.explain import tier_name
 from monitor.core.locks import named_lock
-from monitor.core.privacy import SMALL_CELL_LABEL as WITHHELD
+from monitor.publish.rule import SMALL_CELL_LABEL as WITHHELD
 from monitor.report.data import (
     WITHHELD_TIER,
     CellPoint,

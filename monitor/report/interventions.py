@@ -3,7 +3,7 @@
 Reads the command's ``baselines.json`` (docs/method.md section 8; the paper's Tables 5 and 6 in
 one row per baseline) and turns it into the rows the page shows. Only aggregates are in
 that file; group sizes below the small-cell rule are already written ``<11`` there, and
-the split's record counts are shown rounded (:func:`~monitor.core.privacy.published_count`).
+the split's record counts are shown rounded (:func:`~monitor.publish.counts.published_count`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from monitor.core.privacy import published_count
+from monitor.publish.counts import published_count
 from monitor.report.data import ReportInputError
 from monitor.report.sentences import fmt_count
 

@@ -14,7 +14,8 @@ import math
 
 from batch_axes.axis3 import landis_koch_band
 from monitor.core.explain import Cutoffs, explain_event
-from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL, published_count
+from monitor.publish.counts import published_count
+from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL
 from monitor.report.data import CellPoint, EventRow
 
 #: What each axis checks, in the board's words.

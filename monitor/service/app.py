@@ -28,15 +28,12 @@ from batch_axes.runner import run_axis2_counts, run_axis3_counts, run_equilense
 from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.core.drift import DriftBook, ModelHealth
-from monitor.core.privacy import (
-    SMALL_CELL_LABEL,
-    ReleaseBook,
-    published_cell,
-    reportable,
-    rounded_rate,
-)
+from monitor.core.privacy import ReleaseBook
 from monitor.core.results import CellEvaluation
 from monitor.core.tables import attribute_groups, tables_from_frame
+from monitor.publish.cells import published_evaluation
+from monitor.publish.health import PublishedHealth, published_health
+from monitor.publish.rule import SMALL_CELL_LABEL
 from monitor.service.api import ApiServer, serve_configured
 from monitor.service.cohort_book import CohortBook, CohortView
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
@@ -117,7 +114,7 @@ class MonitorService:
         self.drift = DriftBook(config.service.drift_delta)
         self.health: dict[str, ModelHealth] = {}
         #: each model's released (AUROC, accuracy): what the exporter and API show
-        self.health_release: ReleaseBook[str, tuple[float | None, float | None]] = (
+        self.health_release: ReleaseBook[str, PublishedHealth] = (
             ReleaseBook()
         )
         #: most of the input dead-lettered for one reason: logged once, and a gauge
@@ -219,7 +216,7 @@ class MonitorService:
         """What a scrape shows: every cell's and model's figures as last released
         (monitor.stream.publication: window size and groups rounded, withheld groups
         absent), each model's released health and last evaluation time, the consumer lag."""
-        cells = self.published_cells()
+        cells = self.released_cells()
         models = []
         for view in self.pipeline.model_views():
             pub = view.published
@@ -240,15 +237,12 @@ class MonitorService:
     def _release_health(self, model: str) -> None:
         """At a model's evaluation: its rolling AUROC and accuracy are released when
         computed from 11 or more records the health window has itself seen, and 0 or 11+
-        new records since the last release (monitor.core.privacy.ReleaseBook)."""
+        new records since the last release (monitor.core.privacy.ReleaseBook); what is
+        offered: monitor.publish.health.published_health."""
         h = self.health.get(model)
         if h is None:
             return
-        held = min(h.n_seen, h.window)
-        figures = (
-            (rounded_rate(h.auroc), rounded_rate(h.accuracy)) if reportable(held) else None
-        )
-        self.health_release.offer(model, [h.n_seen], figures)
+        self.health_release.offer(model, [h.n_seen], published_health(h))
 
     def _after_batch(self, report: BatchReport) -> None:
         """After a committed batch: counters, model health, early runs of the slow axes.
@@ -515,17 +509,17 @@ class MonitorService:
 
     def latest_cells(self) -> list[CellEvaluation]:
         """The latest (computed) evaluation of every cell, in (model, metric, attribute)
-        order: for the service's own use; what leaves it is :meth:`published_cells`."""
+        order: for the service's own use; what leaves it is :meth:`released_cells`."""
         return self.pipeline.latest_cells()
 
-    def published_cells(self) -> list[CellEvaluation]:
+    def released_cells(self) -> list[CellEvaluation]:
         """Every cell's last released evaluation (monitor.stream.publication)."""
-        return self.pipeline.published_cells()
+        return self.pipeline.released_cells()
 
     def cells(self) -> list[dict]:
         """Released cells; a cell whose window has fewer than 11 records shows ``<11`` in
-        place of every figure, counts rounded (monitor.core.privacy.published_cell)."""
-        return [published_cell(c.to_dict(), c.result.window_n) for c in self.published_cells()]
+        place of every figure, counts rounded (monitor.publish.cells.published_evaluation)."""
+        return [published_evaluation(c) for c in self.released_cells()]
 
     def status_page(self) -> str:
         """The governance report, served live at ``/``: the last drawing, from memory.

@@ -78,9 +78,9 @@ from monitor.config import EXPORTABLE_ID, GROUP_CODE
 from monitor.core.events import CellEvent
 from monitor.core.locks import named_lock
 from monitor.core.numbers import as_float, float_or_none
-from monitor.core.privacy import SMALL_CELL, published, reportable
 from monitor.core.results import CellEvaluation
 from monitor.core.tiers import EVALUABLE_TIERS, Tier
+from monitor.publish.rule import SMALL_CELL, published, reportable
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,9 @@ from collections.abc import Callable, Sequence
 from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.core.locks import named_lock
-from monitor.core.privacy import published_cell, published_count
 from monitor.core.results import CellEvaluation
+from monitor.publish.cells import published_evaluation
+from monitor.publish.counts import published_count
 from monitor.service.api import ApiServer, serve_configured
 from monitor.service.exporter import Exporter
 from monitor.service.page_renderer import PageRenderer
@@ -103,7 +104,7 @@ class FleetView:
         return [(m, CellEvaluation.from_dict(r)) for m, r in rows]
 
     def cells(self) -> list[dict]:
-        return [published_cell(c.to_dict(), c.result.window_n) for _, c in self._latest()]
+        return [published_evaluation(c) for _, c in self._latest()]
 
     def events(self, limit: int, since_id: int | None) -> list[dict]:
         return stored_events(self.store, limit, since_id)

@@ -9,25 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
-from batch_axes.axis2 import Axis2Cell, published_axis2
-from batch_axes.axis3 import Axis3Result, published_axis3
-from batch_axes.equilense import EquiLenseResult, published_equilense
 from monitor.config import MonitorConfig
 from monitor.core.events import CellEvent
 from monitor.core.explain import Cutoffs, explain_event
-from monitor.core.privacy import (
-    CELL_IDENTITY,
-    EVENT_IDENTITY,
-    SMALL_CELL_LABEL,
-    published_cell,
-    published_count,
-    reportable,
-    withhold,
-)
+from monitor.publish.axes import published_axis_row
+from monitor.publish.cells import published_event_rows, published_windows
 from monitor.store import Store, queries
-from monitor.stream.axis_payloads import AxisResult, axis_result
+from monitor.stream.axis_payloads import axis_result
 
 
 def event_explainer(config: MonitorConfig) -> Callable[[CellEvent], str]:
@@ -63,31 +52,20 @@ def stored_events(store: Store, limit: int, since_id: int | None) -> list[dict]:
         cursor.close()
     explain = event_explainer(store.config)
     rows = [{**s.to_dict(), "explanation": explain(s.event)} for s in events]
-    return [withhold(r, sizes.get((r["model_id"], r["evaluation"])), EVENT_IDENTITY) for r in rows]
+    return published_event_rows(rows, sizes)
 
 
 def stored_windows(
     store: Store, model: str, metric: str, attribute: str, limit: int, before: int | None
 ) -> list[dict]:
     """A cell's released evaluations, newest first; small windows withheld, counts
-    rounded (monitor.core.privacy.published_cell)."""
+    rounded (monitor.publish.cells.published_windows)."""
     cursor = store.cursor()
     try:
         rows = queries.window_history(cursor, model, metric, attribute, limit, before)
     finally:
         cursor.close()
-    keep = frozenset({"evaluation", "evaluated_at", "seed"}) | CELL_IDENTITY
-    return [published_cell(r, r.get("window_n"), keep) for r in rows]
-
-
-def published_axis(result: AxisResult) -> Any:
-    """What a scheduled axis's result shows outside the service: each axis's publication
-    function (the same ones the audit files use), never the stored ``to_dict``."""
-    if isinstance(result, Axis3Result):
-        return published_axis3(result)
-    if isinstance(result, EquiLenseResult):
-        return published_equilense(result)
-    return [published_axis2(c) for c in result if isinstance(c, Axis2Cell)]
+    return published_windows(rows)
 
 
 def stored_axes(
@@ -97,7 +75,8 @@ def stored_axes(
 
     A result computed on a cohort of fewer than 11 records shows "<11" for its size and
     no payload; a larger cohort's size is rounded to 5. A payload is read back from the
-    store's JSON as its typed result and served as :func:`published_axis` makes it
+    store's JSON as its typed result and served as
+    :func:`~monitor.publish.axes.published_axis` makes it
     (group and fold sizes under secondary suppression, rounded counts, no exact small
     count in a note).
     """
@@ -109,11 +88,9 @@ def stored_axes(
     finally:
         cursor.close()
     for row in rows:
-        if not reportable(row["cohort_n"]):
-            row["cohort_n"], row["payload"] = SMALL_CELL_LABEL, None
-        else:
-            row["cohort_n"] = published_count(row["cohort_n"])
-            row["payload"] = published_axis(axis_result(axis, row["payload"]))
+        row["cohort_n"], row["payload"] = published_axis_row(
+            row["cohort_n"], lambda p=row["payload"]: axis_result(axis, p)
+        )
     return rows
 
 

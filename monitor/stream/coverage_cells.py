@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from monitor.config import MonitorConfig
-from monitor.core.coverage import GroupCoverage, attribute_coverage, daily_edges, needs_outcome
+from monitor.core.coverage import GroupCoverage, daily_edges, needs_outcome
 from monitor.core.results import CellEvaluation
+from monitor.publish.coverage import attribute_coverage
 from monitor.stream.window import WindowCoverage
 
 

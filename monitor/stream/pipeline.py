@@ -43,6 +43,7 @@ from monitor.core.locks import named_lock
 from monitor.core.outcome_split import run_split
 from monitor.core.results import CellEvaluation, EvaluationRecord, WindowPosition
 from monitor.core.tiers import cell_tier
+from monitor.publish.events import published_events
 from monitor.store import DeadLetter, Store
 from monitor.stream import eval_worker
 from monitor.stream.admission import admission_reasons, admit
@@ -52,7 +53,7 @@ from monitor.stream.coverage_cells import with_coverage
 from monitor.stream.model_state import ModelState, ModelView
 from monitor.stream.outcome_join import Joins, NewPrediction, join_batch
 from monitor.stream.ownership import Partition, PartitionOwnership
-from monitor.stream.publication import WindowCounts, published_events
+from monitor.stream.publication import WindowCounts
 from monitor.stream.schema import Rejection, validate_outcome_records, validate_records
 from monitor.stream.window import ModelWindow, RecordBatch, WindowCoverage
 
@@ -780,11 +781,11 @@ class Pipeline:
             cells = [c for ms in self._models.values() for c in ms.latest.values()]
         return sorted(cells, key=lambda c: c.key)
 
-    def published_cells(self) -> list[CellEvaluation]:
+    def released_cells(self) -> list[CellEvaluation]:
         """What the service shows of every cell: its last released evaluation
         (monitor.stream.publication), in (model, metric, attribute) order."""
         with self.lock:
-            cells = [c for ms in self._models.values() for c in ms.publication.published_cells()]
+            cells = [c for ms in self._models.values() for c in ms.publication.released_cells()]
         return sorted(cells, key=lambda c: c.key)
 
     def has_cell(self, model_id: str, metric: str, attribute: str) -> bool:

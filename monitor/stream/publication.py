@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from monitor.core.events import CellEvent
 from monitor.core.privacy import (
     SMALL_CELL,
     model_withheld,
@@ -48,10 +47,6 @@ from monitor.core.privacy import (
     rounded_rate,
 )
 from monitor.core.results import CellEvaluation
-
-#: Axes of an event that are figures of the window (the rest: verdicts, tiers, VFR, N*
-#: and kappa, are published exact and current, as docs/privacy.md says).
-EVENT_FIGURES = frozenset({"value", "sigma"})
 
 
 @dataclass(frozen=True)
@@ -144,18 +139,6 @@ class PublishedModel:
     window_records: int | None = None
     #: attribute -> group code -> released figures (withheld groups absent)
     groups: Mapping[str, Mapping[str, PublishedGroup]] = field(default_factory=dict)
-
-
-def published_events(events: Sequence[CellEvent]) -> list[CellEvent]:
-    """Events as they are stored and published: verdicts, tiers, VFR, N* and kappa, but not
-    the window's figures (value, sigma). An event is not delayed to a release (a confirmed
-    flip is an alert), so its figures could differ from the cell's last release by fewer
-    than 11 records; the value is read from the cell's released evaluation instead."""
-
-    def strip(axes: Mapping) -> dict:
-        return {k: v for k, v in axes.items() if k not in EVENT_FIGURES}
-
-    return [replace(e, axes=strip(e.axes), axes_before=strip(e.axes_before)) for e in events]
 
 
 class ModelPublication:
@@ -353,7 +336,7 @@ class ModelPublication:
         return PublishedModel(None if self.window is None else self.window[1], groups)
 
     # ------------------------------------------------------------------ reads
-    def published_cells(self) -> list[CellEvaluation]:
+    def released_cells(self) -> list[CellEvaluation]:
         return sorted(self.cells.values(), key=lambda c: c.key)
 
 

@@ -22,6 +22,7 @@ from monitor.audit.frame import FrameAudit, audit_frame, frame_setup
 from monitor.audit.input_mapping import AuditInputError
 from monitor.cli import main
 from monitor.config import MonitorConfig, load_config
+from monitor.publish.cells import published_audit_cell
 
 #: Few resamples: these tests compare values, configs and cells, not VFR precision.
 FAST = MonitorConfig.model_validate({"axis1": {"K": 50}, "axis2": {"R": 4}})
@@ -71,7 +72,7 @@ def test_keyword_api_and_cli_give_identical_cells(api_result, cohort, tmp_path):
                  "--out", out, "--quiet"])  # fmt: skip
     assert code == 0
     cli = json.loads((tmp_path / "out" / "cells.json").read_text())
-    api = [c.to_dict() for c in api_result.audit.cells]
+    api = [published_audit_cell(c) for c in api_result.audit.cells]
     assert len(api) == 7 * 3  # seven metrics, two attributes and their intersection
     assert cli["cells"] == json.loads(json.dumps(api))
     assert cli["notes"] == api_result.notes

@@ -36,7 +36,6 @@ from monitor.bench.synthetic import synthetic_cohort
 from monitor.config import AttributeConfig, MetricRule, MonitorConfig
 from monitor.core.counts import CountTable, score_bins
 from monitor.core.metrics import passes
-from monitor.core.numbers import float_or_none
 from monitor.reference.metrics import metric_from_records
 from tests.support.strategies import TEST_DATA, cohorts
 
@@ -667,30 +666,3 @@ def test_axis3_cell_and_metric_agreement_round_trip(kappa, verdicts, left):
     assert Axis3Cell.from_dict(json.loads(json.dumps(cell.to_dict()))) == cell
     agreement = MetricAgreement("DI", kappa, landis_koch_band(kappa), False, kappa < 0.4, (n, 0))
     assert MetricAgreement.from_dict(json.loads(json.dumps(agreement.to_dict()))) == agreement
-
-
-# ----------------------------------------------------------------------------- publication
-def test_published_folds_of_a_small_cohort_of_many_hospitals_name_no_small_fold():
-    """Issue 21: 20 folds over 25 hospitals of a 150-record cohort leave folds under 11
-    records; what leaves (published_axis3) lets no reader pin one from the record total,
-    withholds their values and verdicts, keeps the kappas exact and quotes no exact
-    small count in the note."""
-    from batch_axes.axis3 import Axis3Result, published_axis3
-    from tests.support.complements import exact_counts_in, small_recovered
-
-    ids, groups, label, decision, score = cohort_arrays(150, 25, seed=3)
-    ids = ids.astype(object)
-    ids[:3] = None  # 3 records without a hospital id
-    res = axis3("m", ids, label, decision, score, groups, ATTRS, RULES)
-    assert res.n_folds == 20 and min(res.fold_sizes) < 11  # the case the issue names
-    out = json.loads(json.dumps(published_axis3(res)))
-    folds = dict(enumerate(out["fold_sizes"]))
-    assert small_recovered(out["n_records"], folds) == {}
-    parts = {"with": out["n_records"], "without": out["n_excluded_missing_hospital"]}
-    assert small_recovered(150, parts) == {} and exact_counts_in(out["note"]) == []
-    hidden = {i for i, n in folds.items() if n == "<11"}
-    assert {i for i, n in enumerate(res.fold_sizes) if n < 11} <= hidden
-    for cell in out["cells"]:
-        assert {i for i, v in enumerate(cell["fold_verdicts"]) if v == "<11"} == hidden
-    assert [m["kappa"] for m in out["metrics"]] == [float_or_none(m.kappa) for m in res.metrics]
-    assert res.fold_sizes == Axis3Result.from_dict(res.to_dict()).fold_sizes  # stored exact

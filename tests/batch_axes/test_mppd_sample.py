@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from batch_axes.equilense import EquiLenseResult, published_equilense
+from batch_axes.equilense import EquiLenseResult
 from batch_axes.mppd import individual_fairness_gap, matched_pairs, mppd_reference, scale_features
 from batch_axes.mppd_sample import (
     Z95,
@@ -36,6 +36,7 @@ from batch_axes.mppd_sample import (
 from batch_axes.runner import run_equilense
 from monitor.config import MonitorConfig
 from monitor.core.tables import tables_from_frame
+from monitor.publish.equilense import published_equilense
 
 REPEATABLE = settings(
     derandomize=True, deadline=None, max_examples=60,

@@ -11,16 +11,12 @@ from monitor.config import ConfigError, MonitorConfig, config_from_mapping
 from monitor.core.coverage import (
     DELAY_EDGES_DAYS,
     OUTCOMES_INCOMPLETE,
-    AttributeCoverage,
     GroupCoverage,
-    attribute_coverage,
     coverage_gap,
     coverage_reason,
     delay_bin,
     median_delay,
-    published_coverage,
 )
-from monitor.core.privacy import SMALL_CELL
 
 
 def _histogram(delays: np.ndarray) -> list[int]:
@@ -65,20 +61,6 @@ def test_gap_is_the_relative_shortfall_of_the_least_covered_group():
     assert coverage_gap({"a": (100, 0), "b": (100, 0)}, 20) is None
 
 
-def test_small_groups_are_withheld_and_rates_rounded():
-    edges0 = (0,) * len(DELAY_EDGES_DAYS)
-    few_predictions = published_coverage(GroupCoverage("0", SMALL_CELL - 1, 5, edges0))
-    assert few_predictions.coverage is None
-    hist = list(edges0)
-    hist[delay_bin(2.5)] = SMALL_CELL - 1
-    few_outcomes = published_coverage(GroupCoverage("0", 300, SMALL_CELL - 1, tuple(hist)))
-    assert few_outcomes.coverage == 0.03 and few_outcomes.median_delay_days is None
-    hist[delay_bin(2.5)] = SMALL_CELL
-    enough = published_coverage(GroupCoverage("0", 300, SMALL_CELL, tuple(hist)))
-    assert enough.coverage == round(SMALL_CELL / 300, 2)
-    assert enough.median_delay_days == 2.5
-
-
 def test_reason_only_for_label_based_cells_above_the_published_gap():
     for metric in ("EOPP", "EOD", "PP", "CAL", "TI"):
         assert coverage_reason(metric, 0.25, 0.10) == OUTCOMES_INCOMPLETE
@@ -88,15 +70,6 @@ def test_reason_only_for_label_based_cells_above_the_published_gap():
     assert coverage_reason("EOPP", 0.104, 0.10) == ""
     assert coverage_reason("EOPP", 0.106, 0.10) == OUTCOMES_INCOMPLETE
     assert coverage_reason("EOPP", None, 0.10) == ""
-
-
-def test_attribute_coverage_travels_as_json():
-    ac = attribute_coverage(
-        "EOD", [GroupCoverage("0", 500, 450), GroupCoverage("1", 8, 8)], 20, 0.10
-    )
-    assert ac.gap is None and ac.reason == ""  # the small group is neither shown nor compared
-    assert [g.coverage for g in ac.groups] == [0.9, None]
-    assert AttributeCoverage.from_dict(ac.to_dict()) == ac
 
 
 def test_default_threshold_and_bad_values_fail_at_start_up_naming_the_field():

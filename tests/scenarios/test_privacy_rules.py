@@ -28,6 +28,7 @@ from monitor.config import ConfigError, config_from_mapping
 from monitor.core.axis1 import evaluate_axis1
 from monitor.core.counts import CountTable
 from monitor.core.privacy import SMALL_CELL_LABEL
+from monitor.publish.cells import published_audit_cell
 from monitor.reference.axis1 import reference_axis1
 from monitor.service.app import MonitorService
 from monitor.store import Store
@@ -286,10 +287,10 @@ def test_audit_files_and_summary_withhold_a_model_of_fewer_than_11_records(tmp_p
     pd.DataFrame(rows).to_csv(path, index=False)  # record_id is a numeric column (finding 10)
     cfg = config_from_mapping({"axis1": {"K": 30}, "axis2": {"sizes": [50, 100], "R": 3}})
     report = run_audit(path, cfg)
-    tiny = [c.to_dict() for c in report.cells if c.model_id == "tiny"]
+    tiny = [published_audit_cell(c) for c in report.cells if c.model_id == "tiny"]
     assert tiny and all(c["value"] == SMALL_CELL_LABEL and c["cohort_n"] == SMALL_CELL_LABEL
                         for c in tiny)  # fmt: skip
-    big = [c.to_dict() for c in report.cells if c.model_id == "big"]
+    big = [published_audit_cell(c) for c in report.cells if c.model_id == "big"]
     assert all(c["cohort_n"] == 300 for c in big)
     paths = write_report(report, tmp_path / "out")
     text = paths["cells_csv"].read_text()

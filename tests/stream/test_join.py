@@ -251,12 +251,3 @@ def test_the_joins_do_not_depend_on_the_batching(tmp_path, batch):
         "SELECT record_id, label, label_pos, model_pos FROM discharges ORDER BY record_id"
     ).fetchall()
     assert got == want and f.dead() == ref.dead() == []
-
-
-def test_a_cells_prediction_counts_leave_the_service_rounded():
-    """The two new record counts of a cell are published like window_n (rounded to 5)."""
-    from monitor.core.privacy import published_cell
-
-    row = {"metric": "EOPP", "window_n": 87, "predictions": 143, "with_outcome": 87}
-    out = published_cell(row, 87)
-    assert (out["window_n"], out["predictions"], out["with_outcome"]) == (85, 145, 85)

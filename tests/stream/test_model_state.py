@@ -60,7 +60,7 @@ def _state(pipe: Pipeline, model_id: str) -> dict:
     return {
         "view": ms.view(),
         "releases": ms.publication.saved(),
-        "published_cells": ms.publication.published_cells(),
+        "released_cells": ms.publication.released_cells(),
         "evaluated": ms.evaluated,
         "since_eval": ms.since_eval,
         "last_eval_wall": ms.last_eval_wall,

@@ -46,3 +46,12 @@ def cohorts(draw, max_n: int = 300, max_groups: int = 5, min_n: int = 0):
         decision = (rng.uniform(size=n) < 0.4).astype(np.int64)
     groups = tuple(f"g{i}" for i in range(G))
     return groups, group, label, decision, score
+
+
+def families(min_total: int = 0):
+    """Size maps of one family of 1-8 groups, many of them small, some empty, totals of
+    ``min_total`` records or more (the small-cell rule's secondary suppression tests)."""
+    sizes = st.one_of(st.integers(0, 12), st.integers(0, 400))
+    return st.dictionaries(st.sampled_from("abcdefgh"), sizes, min_size=1).filter(
+        lambda d: sum(d.values()) >= min_total
+    )

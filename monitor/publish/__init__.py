@@ -1,0 +1,27 @@
+"""What may leave the service, and in what form: typed results in, published ones out.
+
+Every output (the HTTP API, the Prometheus exporter, the fleet view, the stored views, the
+governance report and the audit / intervene files) shows a figure only as this package
+publishes it: a cell, event or scheduled axis computed from fewer than
+:data:`~monitor.core.privacy.SMALL_CELL` records withheld (``<11`` in place of its
+figures), counts rounded, per-group families under secondary suppression, period filters
+widened to whole release blocks. The outputs only format what comes back; an
+import-linter contract keeps them from the primitives of :mod:`monitor.core.privacy`, and
+another keeps this package pure (no database, HTTP or metrics client), so the one
+safety-critical rule of the service is read, tested and changed here.
+
+``monitor.core.privacy`` keeps the primitives (the threshold, rounding, which groups of a
+family to withhold, release blocks); ``monitor.stream.publication`` decides *when* a
+cell's figures are released. The modules here hold:
+
+* :mod:`~monitor.publish.rule`: the rule's constants and checks an output states or reads;
+* :mod:`~monitor.publish.counts`: one count, and one family of group sizes, as published;
+* :mod:`~monitor.publish.cells`: cell and event rows (API, fleet view, audit files);
+* :mod:`~monitor.publish.events`: events as stored and published (no window figures);
+* :mod:`~monitor.publish.axes`: the scheduled axes (Axis 2, Axis 3) and their dispatch;
+* :mod:`~monitor.publish.equilense`: EquiLense's group metrics and MPPD;
+* :mod:`~monitor.publish.rates`: the intervention audit's selection rates;
+* :mod:`~monitor.publish.mppd`: the report's re-check of MPPD pair counts;
+* :mod:`~monitor.publish.periods`: a report period snapped to whole release blocks;
+* :mod:`~monitor.publish.volumes`: monthly record volumes.
+"""

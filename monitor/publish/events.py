@@ -1,0 +1,30 @@
+"""Events as they are stored and published.
+
+An event is not delayed to a release (a confirmed flip is an alert, raised when it
+happens), so the figures of its window could differ from the cell's last release by fewer
+than 11 records: it carries verdicts, tiers, VFR, N* and kappa, never the window's figures
+(:data:`EVENT_FIGURES`); a reader takes the value from the cell's released evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from monitor.core.events import CellEvent
+
+#: Axes of an event that are figures of the window (the rest: verdicts, tiers, VFR, N*
+#: and kappa, are published exact and current, as docs/privacy.md says).
+EVENT_FIGURES = frozenset({"value", "sigma"})
+
+
+def published_events(events: Sequence[CellEvent]) -> list[CellEvent]:
+    """Events as they are stored and published: verdicts, tiers, VFR, N* and kappa, but not
+    the window's figures (value, sigma). An event is not delayed to a release (a confirmed
+    flip is an alert), so its figures could differ from the cell's last release by fewer
+    than 11 records; the value is read from the cell's released evaluation instead."""
+
+    def strip(axes: Mapping) -> dict:
+        return {k: v for k, v in axes.items() if k not in EVENT_FIGURES}
+
+    return [replace(e, axes=strip(e.axes), axes_before=strip(e.axes_before)) for e in events]
