@@ -119,11 +119,14 @@ def group_rates(rate: str, t: Tallies) -> np.ndarray:
 def rate_denominators(rate: str, t: Tallies) -> np.ndarray:
     """Records each group's driver rate rests on (the disclosure rule judges these)."""
     if rate == "TPR":
-        return t.tp + t.fn
+        out: np.ndarray = t.tp + t.fn
+        return out
     if rate == "FPR":
-        return t.fp + t.tn
+        out = t.fp + t.tn
+        return out
     if rate == "PPV":
-        return t.tp + t.fp
+        out = t.tp + t.fp
+        return out
     return t.group_size
 
 
