@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from monitor.core.privacy import reportable, rounded_rate
 
@@ -189,7 +190,7 @@ class PublishedCoverage:
     coverage: float | None
     median_delay_days: float | None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "group": self.group,
             "coverage": self.coverage,
@@ -251,7 +252,7 @@ class AttributeCoverage:
     max_gap: float
     reason: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "gap": self.gap,
             "max_gap": self.max_gap,
@@ -260,7 +261,7 @@ class AttributeCoverage:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> AttributeCoverage:
+    def from_dict(cls, d: Mapping[str, Any]) -> AttributeCoverage:
         groups = tuple(
             PublishedCoverage(str(code), g.get("coverage"), g.get("median_delay_days"))
             for code, g in (d.get("groups") or {}).items()

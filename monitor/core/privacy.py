@@ -12,7 +12,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from monitor.config import INTERSECTION_CODE_SEP, SMALL_CELL_RECORDS
 
@@ -53,7 +53,9 @@ EVENT_IDENTITY = frozenset(
 )  # fmt: skip
 
 
-def withhold(row: dict, n: int | float | None, keep: frozenset[str] = CELL_IDENTITY) -> dict:
+def withhold(
+    row: dict[str, Any], n: int | float | None, keep: frozenset[str] = CELL_IDENTITY
+) -> dict[str, Any]:
     """``row`` unchanged when computed from ``n`` >= SMALL_CELL records; else every field
     not in ``keep`` replaced by SMALL_CELL_LABEL (the row stays: its absence would say
     as much, and a reader needs to know the cell exists but is too small to show).
@@ -134,7 +136,9 @@ def rounded_rate(x: float | None) -> float | None:
 CELL_COUNTS = ("window_n", "resample_n", "min_denominator", "predictions", "with_outcome")
 
 
-def published_cell(row: dict, n: int | float | None, keep: frozenset[str] = CELL_IDENTITY) -> dict:
+def published_cell(
+    row: dict[str, Any], n: int | float | None, keep: frozenset[str] = CELL_IDENTITY
+) -> dict[str, Any]:
     """A cell row as it leaves the service: withheld below the small-cell rule
     (:func:`withhold`), else with its record counts rounded (:func:`rounded_count`).
 
@@ -372,7 +376,7 @@ def releasable(churn_since: Iterable[int]) -> bool:
     return all(d == 0 or d >= SMALL_CELL for d in churn_since)
 
 
-def records_changed(n_then, n_now, kept):
+def records_changed(n_then: Any, n_now: Any, kept: Any) -> Any:  # ints or numpy arrays
     """Records in one of two windows (or cohorts) and not the other, per group: the
     symmetric difference of two record sets of which the second only gained records at its
     end and lost some for good, ``kept`` being the first one's records still present.

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from monitor.config import MonitorConfig
 
@@ -80,7 +81,7 @@ class TierResult:
     def evaluable(self) -> bool:
         return self.tier is not Tier.NOT_EVALUABLE
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "tier": self.tier.value,
             "tier_level": self.tier.level,
