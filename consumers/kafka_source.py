@@ -100,7 +100,7 @@ class KafkaSourceStats:
     commit_failures: int = 0
 
 
-def _rebalance_listener(kafka: types.ModuleType, record: Callable[[str, Any], None]) -> Any:
+def _rebalance_listener(kafka: Any, record: Callable[[str, Any], None]) -> Any:
     """The source's rebalance callbacks: they only record what the group did.
 
     kafka-python 3 runs them on its own IO thread (its coordinator warns that a slow one
@@ -700,9 +700,10 @@ class KafkaSource:
                 done = self._committed.get(tp)
                 if done is None:
                     done = consumer.position(tp, timeout_ms=self._cfg.request_timeout_ms)
-                if done is None or high.get(tp) is None:
+                end = high.get(tp)
+                if done is None or end is None:
                     continue
-                out[(tp.topic, tp.partition)] = max(0, int(high[tp]) - int(done))
+                out[(tp.topic, tp.partition)] = max(0, int(end) - int(done))
             return out
 
     def close(self) -> None:
