@@ -180,7 +180,7 @@ class Store:
 
     # ------------------------------------------------------------------ plumbing
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return int(self._conn.execute(sql, list(params)).fetchone()[0])
+        return int(self._conn.execute(sql, list(params)).fetchone()[0])  # type: ignore[index]  # one row: callers pass aggregates
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for another thread (DuckDB connections are not shared across threads)."""
