@@ -40,7 +40,7 @@ class Tier(StrEnum):
         return TIER_LEVEL[self]
 
 
-TIER_LEVEL: dict[Tier, int] = {
+TIER_LEVEL: dict[str, int] = {  # a Tier or its value
     Tier.PRACTICAL_STABILITY: 0,
     Tier.CAUTION_REQUIRED: 1,
     Tier.HIGH_VARIANCE: 2,

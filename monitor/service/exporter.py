@@ -455,7 +455,7 @@ class _StateCollector(Collector):
                 continue
             if m.last_evaluation_at is not None:
                 last.add_metric((m.model_id,), float(m.last_evaluation_at))
-            if not published(m.window_records):
+            if m.window_records is None or not published(m.window_records):
                 continue  # a figure from fewer than SMALL_CELL records never leaves
             records.add_metric((m.model_id,), float(m.window_records))
             for fam, x in ((auroc, m.auroc), (accuracy, m.accuracy)):
@@ -631,6 +631,7 @@ class Exporter:
             _ident("attribute", event.attribute),
         )
         state = "confirmed" if event.confirmed else "raw"
+        labels: tuple[str, ...]
         if event.kind == "verdict_flip":
             if event.direction not in VERDICT_DIRECTIONS:
                 raise ValueError("label 'direction': not a verdict flip direction")
