@@ -523,7 +523,7 @@ class Store:
     def model_partitions(self) -> dict[str, tuple[str, int]]:
         return queries.model_partitions(self._conn)
 
-    def model_states(self) -> dict[str, dict[str, int | None]]:
+    def model_states(self) -> dict[str, dict[str, Any]]:
         return queries.model_states(self._conn)
 
     def cell_states(self) -> list[tuple[str, str, str, dict[str, Any], dict[str, Any] | None]]:
