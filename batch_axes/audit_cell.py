@@ -161,7 +161,7 @@ class AuditCell:
         }
         out = published_cell(row, self.cohort_n, AUDIT_IDENTITY)
         if not self.withheld:
-            out["cohort_n"] = rounded_count(self.cohort_n)  # type: ignore[arg-type]
+            out["cohort_n"] = rounded_count(self.cohort_n)  # type: ignore[arg-type]  # not withheld: a count
         return out
 
     @classmethod

@@ -420,7 +420,7 @@ class KafkaSource:
             actions = self._take_rebalances()
         self._tell_sink(actions)
         if self._to_position:
-            held = self._sink.source_offsets()  # type: ignore[attr-defined]
+            held = self._sink.source_offsets()  # type: ignore[attr-defined]  # _to_position: a positioning sink
             with self._lock:
                 if self._closed:
                     return {}
@@ -484,12 +484,12 @@ class KafkaSource:
         """The sink's side of the rebalances, with no lock of the source's held."""
         for kind, arg in actions:
             if kind == "keep":
-                dropped = self._sink.keep_partitions(arg)  # type: ignore[attr-defined]
+                dropped = self._sink.keep_partitions(arg)  # type: ignore[attr-defined]  # rebalances: a partitioned sink
                 if dropped:
                     log.info("kafka source: %d models of partitions owned elsewhere dropped",
                              len(dropped))  # fmt: skip
             else:
-                self._sink.forget_partitions(arg)  # type: ignore[attr-defined]
+                self._sink.forget_partitions(arg)  # type: ignore[attr-defined]  # as above
 
     def _rebuild_assigned(
         self, polled: Mapping[Any, list[Any]], held: Mapping[tuple[str, int], int]

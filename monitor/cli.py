@@ -376,7 +376,7 @@ def _cmd_view(args: argparse.Namespace) -> int:
         print(f"vfr-monitor view: serving /api and the report on {view.api.url}", flush=True)
         print(f"vfr-monitor view: DuckDB file {view.store.path}", flush=True)
         read_results(kafka_cfg, kafka_cfg.results_topic, view.apply, stop=stop.is_set,
-                     on_idle=on_idle)  # type: ignore[arg-type]  # fmt: skip
+                     on_idle=on_idle)  # fmt: skip
         print(f"vfr-monitor view: stopped after {view.applied} results "
               f"({view.skipped} other messages skipped)", flush=True)  # fmt: skip
     finally:

@@ -167,7 +167,7 @@ def series_values(values: Sequence[float | None]) -> str:
         j = i
         while j + 1 < len(values) and _same(values[j + 1], values[i]):
             j += 1
-        v = "_" if values[i] is None else _number(values[i])  # type: ignore[arg-type]
+        v = "_" if values[i] is None else _number(values[i])  # type: ignore[arg-type]  # None: checked on the line
         if v in ("NaN", "Inf", "-Inf"):  # promtool's "axN" takes finite numbers only
             parts.extend([v] * (j - i + 1))
         elif v == "_":  # "_xN" is N gaps

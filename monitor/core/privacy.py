@@ -12,7 +12,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeGuard, TypeVar
 
 from monitor.config import INTERSECTION_CODE_SEP, SMALL_CELL_RECORDS
 
@@ -26,7 +26,7 @@ SMALL_CELL = SMALL_CELL_RECORDS
 SMALL_CELL_LABEL = f"<{SMALL_CELL}"
 
 
-def reportable(n: int | float | None) -> bool:
+def reportable(n: int | float | None) -> TypeGuard[int | float]:
     """True when a figure computed from ``n`` records may leave the service.
 
     >>> reportable(10), reportable(11), reportable(None)
@@ -97,7 +97,7 @@ def published_count(n: int | float | None) -> int | str:
     >>> published_count(4), published_count(87)
     ('<11', 85)
     """
-    return rounded_count(n) if reportable(n) else SMALL_CELL_LABEL  # type: ignore[arg-type]
+    return rounded_count(n) if reportable(n) else SMALL_CELL_LABEL
 
 
 def published_size(n: int) -> int | str:
@@ -332,7 +332,7 @@ def published_family(
     if hidden is None:
         hidden = family_withheld(sizes)
     return {
-        g: SMALL_CELL_LABEL if g in hidden else rounded_count(n)  # type: ignore[arg-type]
+        g: SMALL_CELL_LABEL if g in hidden else rounded_count(n)  # type: ignore[arg-type]  # not hidden: a count
         for g, n in sizes.items()
     }
 

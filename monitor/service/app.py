@@ -433,7 +433,7 @@ class MonitorService:
                 if not cohort.n:
                     continue
                 result = compute(model_id, cohort)
-                self.pipeline.set_axis_result(model_id, result)  # type: ignore[arg-type]
+                self.pipeline.set_axis_result(model_id, result)  # type: ignore[arg-type]  # axis2/axis3 jobs only
                 at = pd.Timestamp(self.clock(), unit="s", tz="UTC")
                 self.store.write_axis_results(
                     axis, model_id, cohort.n, axis_payload(result), at, cursor=cursor,

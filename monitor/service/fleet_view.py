@@ -154,7 +154,9 @@ class FleetView:
         self.store.close()
 
 
-def idle_stopper(view: FleetView, until_idle_s: float | None) -> tuple[threading.Event, object]:
+def idle_stopper(
+    view: FleetView, until_idle_s: float | None
+) -> tuple[threading.Event, Callable[[bool], None]]:
     """A stop event, and the ``on_idle`` callback that sets it once the view has caught up
     and nothing new came for ``until_idle_s`` (None: never)."""
     stop = threading.Event()

@@ -45,7 +45,7 @@ class Joins:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         order = np.argsort(np.asarray(self.label_pos, np.int64), kind="stable")
         return tuple(np.asarray(x, np.int64)[order] for x in
-                     (self.seq, self.label, self.delay_ns, self.label_pos))  # type: ignore[return-value]  # fmt: skip
+                     (self.seq, self.label, self.delay_ns, self.label_pos))  # type: ignore[return-value]  # four fields, four arrays  # fmt: skip
 
 
 @dataclass
@@ -190,7 +190,7 @@ def join_batch(
         if k in labels and labels[k] >= 0:
             case = JoinCase.IDENTICAL if labels[k] == label else JoinCase.CONFLICTING
         elif visible:
-            seq, pos, ev, lab = st  # type: ignore[misc]
+            seq, pos, ev, lab = st  # type: ignore[misc]  # visible: st is not None
             case = judge(label, known_ns, StoredRecord(ev, lab), max_delay)
             if case is JoinCase.JOINED:
                 labels[k] = label
