@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps demo test lint bench clean
+.PHONY: install system-deps demo test lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,6 +21,18 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+
+# mypy over monitor/, consumers/ and batch_axes/: strict on monitor.core and monitor.publish,
+# basic elsewhere ([tool.mypy] in pyproject.toml; docs/decisions.md, "Type checking"). Its
+# cache (.mypy_cache) makes a second run take seconds. Every `# type: ignore[code]` says why
+# on its line: one without a reason fails the target.
+typecheck: $(STAMP)
+	$(BIN)/mypy
+	@if grep -rnP --include='*.py' '# type: ignore(?!\[[^]]+\]  # (?!fmt: skip))' \
+		monitor consumers batch_axes; then \
+		echo "typecheck: a '# type: ignore[code]' above has no reason after it ('  # why')"; \
+		exit 1; \
+	fi
 
 # Debian packages the tests need: promtool (prometheus), amtool (prometheus-alertmanager),
 # a JDK and Maven for the Kafka broker, chromium for the report's browser test. Installed only
@@ -45,6 +57,7 @@ system-deps:
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(MAKE) --no-print-directory typecheck
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
@@ -52,4 +65,4 @@ bench: $(STAMP)
 	$(BIN)/vfr-monitor bench axis1
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache .mypy_cache

@@ -690,9 +690,9 @@ def axis3_from_counts(
 def axis3(
     model_id: str,
     hospital_ids: np.ndarray | pd.Series | Sequence[Any] | None,
-    label: np.ndarray,
-    decision: np.ndarray,
-    score: np.ndarray,
+    label: np.ndarray | None,
+    decision: np.ndarray | None,
+    score: np.ndarray | None,
     groups: Mapping[str, np.ndarray],
     attributes: Sequence[AttributeConfig],
     rules: Sequence[MetricRule],
@@ -732,6 +732,8 @@ def axis3(
     if not attributes or not rules:
         raise ValueError("Axis 3 needs at least one attribute and one metric")
     if fold_tables is None:
+        if label is None or decision is None or score is None:
+            raise ValueError("pass the records (label, decision, score) or fold_tables")
         fold_tables = _record_fold_tables(label, decision, score, groups, attributes, bins, folds)
 
     F = folds.n_folds

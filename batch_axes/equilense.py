@@ -201,9 +201,9 @@ def disparity_of_shown(entry: AttributeMPPD) -> AttributeMPPD:
         return replace(entry, reference=replace(
             ref, disparity=None, disparity_se=None, disparity_between=None
         ))  # fmt: skip
-    hi = max(shown, key=lambda g: g.mean)  # type: ignore[arg-type, return-value]
-    lo = min(shown, key=lambda g: g.mean)  # type: ignore[arg-type, return-value]
-    disparity = hi.mean - lo.mean  # type: ignore[operator]
+    hi = max(shown, key=lambda g: g.mean)  # type: ignore[arg-type, return-value]  # shown: has a mean
+    lo = min(shown, key=lambda g: g.mean)  # type: ignore[arg-type, return-value]  # shown: has a mean
+    disparity = hi.mean - lo.mean  # type: ignore[operator]  # shown: has a mean
     se, between = ref.disparity_se, ref.disparity_between
     if between is not None and between != (hi.group, lo.group):
         se = None if hi.se is None or lo.se is None else float(math.hypot(hi.se, lo.se))

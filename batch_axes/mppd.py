@@ -450,7 +450,7 @@ class MPPDPairwise:
     pairs: tuple[tuple[int | str, ...], ...]  # SMALL_CELL_LABEL where withheld
     low_support: tuple[tuple[bool, ...], ...]
 
-    def cell(self, anchor: str, matched: str) -> tuple[float | None, int, bool]:
+    def cell(self, anchor: str, matched: str) -> tuple[float | None, int | str, bool]:
         """``(mean, pairs, low_support)`` of one (anchor, matched) cell."""
         a, b = self.groups.index(anchor), self.groups.index(matched)
         return self.means[a][b], self.pairs[a][b], self.low_support[a][b]
@@ -588,7 +588,7 @@ def _reference_result(
             pairs=counts[g],
             low_support=counts[g] < min_pairs,
             gap_to_reference=(
-                means[g] - ref_mean if means[g] is not None and ref_mean is not None else None
+                m - ref_mean if (m := means[g]) is not None and ref_mean is not None else None
             ),
         )
         for g in names

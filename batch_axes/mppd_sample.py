@@ -477,8 +477,8 @@ def with_disparity_error(
     shown = [g for g in ref.groups if g.mean is not None]
     if len(shown) < 2:
         return replace(ref, disparity_se=None, disparity_between=None)
-    hi = max(shown, key=lambda g: g.mean)  # type: ignore[arg-type, return-value]
-    lo = min(shown, key=lambda g: g.mean)  # type: ignore[arg-type, return-value]
+    hi = max(shown, key=lambda g: g.mean)  # type: ignore[arg-type, return-value]  # shown: has a mean
+    lo = min(shown, key=lambda g: g.mean)  # type: ignore[arg-type, return-value]  # shown: has a mean
     k = len(attr.names)
     r = attr.names.index(str(ref.reference))
     a = r * k + attr.names.index(hi.group)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -168,7 +169,7 @@ def run_axis3_counts(
     :func:`run_axis3` on the cohort's records; with ``free`` (some predictions wait for
     their outcome), as :func:`run_axis3_split`: the label-free metrics on every record,
     the label-based ones on ``counts``, the records with an outcome."""
-    kw = dict(
+    kw: dict[str, Any] = dict(
         min_group_support=config.axis1.min_group_support, n_folds=config.axis3.folds,
         kappa_cutoff=config.axis3.kappa_cutoff,
     )  # fmt: skip
@@ -260,7 +261,9 @@ def run_equilense(
         for (m, a), t in tables.items()
         for r in equilense_group_metrics(m, a, t, eq.min_group_size)
     )
-    head = {"threshold": eq.threshold, "scaling": eq.scaling, "features": tuple(feature_names)}
+    head: dict[str, Any] = {
+        "threshold": eq.threshold, "scaling": eq.scaling, "features": tuple(feature_names)
+    }
     if features is None:
         note = "no similarity features configured ([equilense] features): MPPD not run"
         return EquiLenseResult(**head, group_metrics=group_metrics, mppd_note=note)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -47,7 +47,7 @@ from monitor.config.sources import EmbeddedConfig
 
 log = logging.getLogger(__name__)
 
-Records = Iterable[Mapping[str, Any]] | pd.DataFrame | str | Path
+Records: TypeAlias = Iterable[Mapping[str, Any]] | pd.DataFrame | str | Path
 
 #: CSV columns that are numbers in the schema (everything else stays text).
 _CSV_NUMERIC = ("score", "label", "decision", "schema_version")

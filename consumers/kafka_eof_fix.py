@@ -58,7 +58,7 @@ def deliver_bytes_before_eof() -> list[str]:
     for name in ("KafkaTCPTransport", "KafkaSSLTransport"):
         cls = getattr(transport, name, None)
         recv = None if cls is None else cls.__dict__.get("_sock_recv")
-        if recv is None or getattr(recv, _WRAPPED, False):
+        if cls is None or recv is None or getattr(recv, _WRAPPED, False):
             continue
         cls._sock_recv = bytes_before_eof(recv)
         patched.append(name)

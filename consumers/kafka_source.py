@@ -100,7 +100,7 @@ class KafkaSourceStats:
     commit_failures: int = 0
 
 
-def _rebalance_listener(kafka: types.ModuleType, record: Callable[[str, Any], None]) -> Any:
+def _rebalance_listener(kafka: Any, record: Callable[[str, Any], None]) -> Any:
     """The source's rebalance callbacks: they only record what the group did.
 
     kafka-python 3 runs them on its own IO thread (its coordinator warns that a slow one
@@ -420,7 +420,7 @@ class KafkaSource:
             actions = self._take_rebalances()
         self._tell_sink(actions)
         if self._to_position:
-            held = self._sink.source_offsets()  # type: ignore[attr-defined]
+            held = self._sink.source_offsets()  # type: ignore[attr-defined]  # _to_position: a positioning sink
             with self._lock:
                 if self._closed:
                     return {}
@@ -484,12 +484,12 @@ class KafkaSource:
         """The sink's side of the rebalances, with no lock of the source's held."""
         for kind, arg in actions:
             if kind == "keep":
-                dropped = self._sink.keep_partitions(arg)  # type: ignore[attr-defined]
+                dropped = self._sink.keep_partitions(arg)  # type: ignore[attr-defined]  # rebalances: a partitioned sink
                 if dropped:
                     log.info("kafka source: %d models of partitions owned elsewhere dropped",
                              len(dropped))  # fmt: skip
             else:
-                self._sink.forget_partitions(arg)  # type: ignore[attr-defined]
+                self._sink.forget_partitions(arg)  # type: ignore[attr-defined]  # as above
 
     def _rebuild_assigned(
         self, polled: Mapping[Any, list[Any]], held: Mapping[tuple[str, int], int]
@@ -700,9 +700,10 @@ class KafkaSource:
                 done = self._committed.get(tp)
                 if done is None:
                     done = consumer.position(tp, timeout_ms=self._cfg.request_timeout_ms)
-                if done is None or high.get(tp) is None:
+                end = high.get(tp)
+                if done is None or end is None:
                     continue
-                out[(tp.topic, tp.partition)] = max(0, int(high[tp]) - int(done))
+                out[(tp.topic, tp.partition)] = max(0, int(end) - int(done))
             return out
 
     def close(self) -> None:

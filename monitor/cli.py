@@ -7,11 +7,15 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monitor import __version__
 from monitor.config import ConfigError, StartupError, load_config
 from monitor.config.errors import MissingInputError, UsageError, UserError
+
+if TYPE_CHECKING:  # imported where used: a command loads only what it runs
+    from consumers.embedded import EmbeddedSource
+    from consumers.kafka_source import KafkaSource
 
 #: Kept in sync with monitor.data.scorer.SCENARIOS by a test (importing it here would load
 #: xgboost and scipy for every command).
@@ -291,6 +295,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     guard = ShutdownGuard(stop, config.service.shutdown_grace_s, on_stop=service.begin_stop)
     guard.install()
     relay = None
+    source: KafkaSource | EmbeddedSource
     try:
         if fleet:
             from consumers.results_topic import ResultsPublisher, ensure_results_topic
@@ -318,6 +323,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
             source = EmbeddedSource.from_config(emb, service.pipeline)
         service.start()
+        assert service.api is not None  # made with an HTTP port
         print(f"vfr-monitor: serving /metrics and /api on {service.api.url}", flush=True)
         print(f"vfr-monitor: DuckDB file {service.store.path}", flush=True)
         progress = _progress_reporter(args, config, service)  # hook: monitor.service.progress
@@ -370,7 +376,7 @@ def _cmd_view(args: argparse.Namespace) -> int:
         print(f"vfr-monitor view: serving /api and the report on {view.api.url}", flush=True)
         print(f"vfr-monitor view: DuckDB file {view.store.path}", flush=True)
         read_results(kafka_cfg, kafka_cfg.results_topic, view.apply, stop=stop.is_set,
-                     on_idle=on_idle)  # type: ignore[arg-type]  # fmt: skip
+                     on_idle=on_idle)  # fmt: skip
         print(f"vfr-monitor view: stopped after {view.applied} results "
               f"({view.skipped} other messages skipped)", flush=True)  # fmt: skip
     finally:

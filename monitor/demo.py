@@ -351,10 +351,10 @@ def _outcome_lines(
                       if (c.result.model_id, c.result.attribute) == (model, attr))  # fmt: skip
             shown = ", ".join(
                 f"{g.group} {'<11' if g.coverage is None else f'{g.coverage:.2f}'}"
-                for g in ac.groups  # type: ignore[union-attr]
+                for g in ac.groups  # type: ignore[union-attr]  # waiting: a cell with coverage
             )
             lines.append(
-                f"  {model} x {attr}: outcomes incomplete (coverage gap {ac.gap:.2f}; "  # type: ignore[union-attr]
+                f"  {model} x {attr}: outcomes incomplete (coverage gap {ac.gap:.2f}; "  # type: ignore[union-attr]  # as above
                 f"coverage {shown})"
             )
     return lines

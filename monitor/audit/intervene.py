@@ -287,7 +287,7 @@ class BaselineResult:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BaselineResult:
-        kw = {f.name: d.get(f.name) for f in fields(cls)}
+        kw: dict[str, Any] = {f.name: d.get(f.name) for f in fields(cls)}
         kw["cells"] = tuple(AuditCell.from_dict(c) for c in d.get("cells") or ())
         return cls(**kw)
 
@@ -449,8 +449,10 @@ def run_interventions(
     }
     _say(progress, "B3: threshold search on the validation split")
     s_val, s_audit = scores["B1"]
-    groups_kw = dict(target=min(iv.di_target + iv.di_search_margin, 1.0), step=iv.threshold_step,
-                     min_support=cfg.axis1.min_group_support, owners=val.owners)  # fmt: skip
+    groups_kw: dict[str, Any] = dict(
+        target=min(iv.di_target + iv.di_search_margin, 1.0), step=iv.threshold_step,
+        min_support=cfg.axis1.min_group_support, owners=val.owners,
+    )  # fmt: skip
     b3: SearchResult = search_thresholds(
         s_val, val.labels, val.groups, base=base, max_steps=iv.search_max_steps, **groups_kw
     )
@@ -476,7 +478,7 @@ def run_interventions(
         s = scores["B2"][1] if b == "B2" else s_audit
         rows.append(evaluate(b, audit, s, decisions[b], cfg, model_id))
     acc1 = rows[0].accuracy
-    rows = [replace(r, acc_cost_pp=_round(100.0 * (acc1 - r.accuracy), 2)) for r in rows]
+    rows = [replace(r, acc_cost_pp=_round(100.0 * (acc1 - r.accuracy), 2)) for r in rows]  # type: ignore[operator]  # audit split not empty: a number
 
     sweep = []
     for lam in iv.lambda_sweep:

@@ -83,7 +83,8 @@ def split_cohort(
     part_of = np.empty(len(codes), np.int64)
     part_of[order] = np.where(cum < f_train * n, 0, np.where(cum < (f_train + f_val) * n, 1, 2))
     rows = part_of[inverse]
-    return Split(*(np.flatnonzero(rows == k) for k in range(3)), grouped=True)
+    train, validation, audit = (np.flatnonzero(rows == k) for k in range(3))
+    return Split(train, validation, audit, grouped=True)
 
 
 # ----------------------------------------------------------------------------- reweighing
@@ -353,7 +354,7 @@ def search_thresholds(
             if gain <= 1e-12:
                 continue
             lost = (st.correct - correct) / st.n
-            key = (1.0, gain, -lost) if lost <= 0 else (0.0, gain / lost, -lost)
+            key: tuple[float, ...] = (1.0, gain, -lost) if lost <= 0 else (0.0, gain / lost, -lost)
             if best is None or key > best[0]:
                 best = (key, (ai, gi, t))
         if best is None:

@@ -52,6 +52,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import orjson
@@ -166,7 +167,7 @@ def series_values(values: Sequence[float | None]) -> str:
         j = i
         while j + 1 < len(values) and _same(values[j + 1], values[i]):
             j += 1
-        v = "_" if values[i] is None else _number(values[i])  # type: ignore[arg-type]
+        v = "_" if values[i] is None else _number(values[i])  # type: ignore[arg-type]  # None: checked on the line
         if v in ("NaN", "Inf", "-Inf"):  # promtool's "axN" takes finite numbers only
             parts.extend([v] * (j - i + 1))
         elif v == "_":  # "_xN" is N gaps
@@ -400,7 +401,7 @@ def summarise(
     eps: list[Episode], models: Sequence[str], route: dict[str, str], update_eval: int
 ) -> dict:
     """Pages and notices per model, and when the planted change first paged."""
-    per_model = {m: {"pages": {}, "notices": {}} for m in models}
+    per_model: dict[str, dict[str, Any]] = {m: {"pages": {}, "notices": {}} for m in models}
     for e in eps:
         m = dict(e.labels).get("model")
         if m not in per_model:
@@ -493,7 +494,9 @@ def run_alerts_bench(
 
 def _episode_row(e: Episode) -> dict[str, object]:
     labels = dict(e.labels)
-    cell = {x: labels[x] for x in ("model", "metric", "attribute") if x in labels}
+    cell: dict[str, object] = {
+        x: labels[x] for x in ("model", "metric", "attribute") if x in labels
+    }
     return {"evaluation": e.evaluation, "alert": e.alertname, **cell}
 
 

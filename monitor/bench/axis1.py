@@ -21,6 +21,7 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from statistics import NormalDist
+from typing import Any
 
 import numba
 import numpy as np
@@ -74,7 +75,8 @@ def _run_grid(tables, cfg: MonitorConfig, K: int, N: int, seed: int) -> tuple[fl
 def _time_grid(
     tables, cfg: MonitorConfig, K: int, N: int, repeats: int, seed: int
 ) -> tuple[float, list]:
-    times, results = [], []
+    times: list[float] = []
+    results: list[Any] = []
     for r in range(repeats):
         wall, _, results = _run_grid(tables, cfg, K, N, seed + r)
         times.append(wall)
@@ -199,9 +201,10 @@ def run_axis1_bench(
                 rng=rng,
             )
             oracle_time += time.perf_counter() - t0
-            for r in ref:
+            for ref_cell in ref:
                 oracle_cells += 1
-                diffs.append(abs(r.vfr - fast_by_cell[(r.model_id, r.metric, r.attribute)].vfr))
+                fast_cell = fast_by_cell[(ref_cell.model_id, ref_cell.metric, ref_cell.attribute)]
+                diffs.append(abs(ref_cell.vfr - fast_cell.vfr))
     oracle_s = oracle_time / oracle_cells * cells
     return {
         "cells": cells,

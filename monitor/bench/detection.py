@@ -40,6 +40,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import chi2
@@ -102,6 +103,7 @@ def _block_tables(pop: Population, idx: np.ndarray, config: MonitorConfig):
     prepared = CountTable.prepare(
         pop.label[idx], pop.decision[idx], pop.score[idx], config.axis1.score_bins
     )
+    assert prepared is not None, "a block is far below prepare()'s batch limit"
     tables = [CountTable(a.codes, config.axis1.score_bins) for a in config.grid_attributes]
     CountTable.apply_prepared_many(
         tables, [pop.groups[a.name][idx] for a in config.grid_attributes], prepared, +1
@@ -160,7 +162,9 @@ def run_false_pages(
     out: dict = {"looks_per_year": looks, "budget_per_model_year": budget, "grids": {}}
     rng = np.random.default_rng(seed)
     grid_years = {"default": years, "intersections": intersection_years or years}
-    certified = {g: {"pages": 0, "cells": 0, "first_certifications": 0} for g in grids}
+    certified: dict[str, dict[str, Any]] = {
+        g: {"pages": 0, "cells": 0, "first_certifications": 0} for g in grids
+    }
     per_cell_pages: dict[str, dict[str, int]] = {g: {} for g in grids}
     t0 = time.perf_counter()
     for pop in populations:
@@ -242,7 +246,9 @@ def _today_false_pages(populations, config, years, seed, base_attributes):
     hop, size = config.window.hop_records, config.window.size
     looks = round(DEMO_RECORDS_PER_YEAR / hop)
     rng = np.random.default_rng(seed)
-    out = {g: {"pages": 0, "by_cell": {}, "by_year": []} for g in ("default", "intersections")}
+    out: dict[str, dict[str, Any]] = {
+        g: {"pages": 0, "by_cell": {}, "by_year": []} for g in ("default", "intersections")
+    }
     for pop in populations:
         n_pop = len(pop.label)
         window: list[dict[str, CountTable]] = []
@@ -323,6 +329,7 @@ def crossings(config: MonitorConfig) -> list[Crossing]:
 def _true_crossing(c: Crossing) -> float:
     """Fraction of the ramp at which the metric reaches its threshold."""
     spec = pair_spec(c.rule)
+    assert spec is not None, "the bench's cases are certifiable rules"
     # the lower group's rate moves; the pair (low, high) binds
     (a0, b0), (a1, b1) = c.before, c.after
 
@@ -382,7 +389,7 @@ def run_delay(
             rm = case.before[1] + f * (case.after[1] - case.before[1])
             return rf, rm
 
-        res = {"true_crossing_record": cross}
+        res: dict[str, Any] = {"true_crossing_record": cross}
         # certified layer and oracle CUSUM, reps copies in a batch
         cell = CertifiedCell(case.rule, ("F", "M"), c, batch=(reps,),
                              min_group_support=config.axis1.min_group_support)  # fmt: skip
@@ -484,6 +491,7 @@ def _kl_projection(q: np.ndarray, rule: MetricRule, share_f: float) -> np.ndarra
     trials ``share_f``): the boundary point p_F = theta p_M - eps minimising it, on a fine
     grid of p_M."""
     spec = pair_spec(rule)
+    assert spec is not None, "the bench's cases are certifiable rules"
     pm = np.linspace(1e-4, 1 - 1e-4, 200_001)
     pf = spec.theta * pm - spec.eps
     ok = (pf > 0) & (pf < 1)
@@ -528,7 +536,7 @@ def run_detection_bench(
     budget = budget if budget is not None else base.alerts.false_pages_per_year
     t0 = time.perf_counter()
     pops = demo_populations(cfg, seed=seed)
-    out = {"budget_false_pages_per_model_year": budget, "population_seed": seed}
+    out: dict[str, Any] = {"budget_false_pages_per_model_year": budget, "population_seed": seed}
     out["population_seconds"] = round(time.perf_counter() - t0, 1)
     out["false_pages"] = run_false_pages(
         pops, cfg, years=years, today_years=today_years, budget=budget, seed=seed
@@ -569,7 +577,8 @@ def run_calibration(
     w = hop / DEMO_RECORDS_PER_YEAR
     rng = np.random.default_rng(seed)
     share_f, male = 0.42, 0.50
-    by_di, rows = [], []
+    by_di: list[dict[str, Any]] = []
+    rows: list[tuple[float, float]] = []
     for di in di_values:
         rates = np.array([di * male, male])
         vfr = np.zeros(windows)
@@ -671,7 +680,8 @@ def run_demo_pages(
             (r, a, CertifiedCell(r, a.codes, c, min_group_support=config.axis1.min_group_support))
             for r, a in cells
         ]
-        pages, firsts = [], []
+        pages: list[dict[str, object]] = []
+        firsts: list[dict[str, object]] = []
         previous_end = times[0]
         for look, start in enumerate(range(0, len(score) - hop + 1, hop), start=1):
             idx = np.arange(start, start + hop)

@@ -42,9 +42,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from monitor.service.api import serve
 from monitor.service.exporter import Exporter
+
+if TYPE_CHECKING:
+    from monitor.service.app import MonitorService
 
 
 class _View:
@@ -246,7 +250,7 @@ def attack_auth(clients: int, seconds: float, cost: int) -> str:
             f"answers {counts}: " + summary(probes))  # fmt: skip
 
 
-def _feed(service: object, n: int) -> None:
+def _feed(service: MonitorService, n: int) -> None:
     from consumers.base import Origin
     from monitor.bench.synthetic import synthetic_window
 
@@ -292,6 +296,7 @@ def attack_page(browsers: int = 4) -> str:
         try:
             svc.start()
             _feed(svc, 2000)
+            assert svc.api is not None, "the service was made with an HTTP port"
             port = svc.api.port
             with ThreadPoolExecutor(browsers) as pool:
                 done = [pool.submit(browser, port) for _ in range(browsers)]
@@ -326,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.attack == "page":
         print(attack_page(args.clients or 4))
         return 0
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if "limits" in inspect.signature(serve).parameters:
         from monitor.service.api import HttpLimits
 

@@ -82,7 +82,8 @@ def label_cells(db: str | Path, model: str = PLANTED[0]) -> list[dict[str, Any]]
     for r in sorted(rows, key=lambda r: (r["attribute"], r["metric"])):
         if not needs_outcome(r["metric"]):
             continue
-        cov = r.get("outcome_coverage") if isinstance(r.get("outcome_coverage"), dict) else {}
+        cov_raw = r.get("outcome_coverage")
+        cov = cov_raw if isinstance(cov_raw, dict) else {}
         out.append(
             {
                 "cell": f"{r['metric']} x {r['attribute']}",

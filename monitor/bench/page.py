@@ -161,6 +161,7 @@ def run_page_bench(
         stop, readers_stop = threading.Event(), threading.Event()
         service.start()
         try:
+            assert service.api is not None, "the service was made with an HTTP port"
             port = service.api.port
             runner = threading.Thread(target=run_until_stopped, args=(service, source, stop),
                                       daemon=True)  # fmt: skip

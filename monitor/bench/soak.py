@@ -180,7 +180,7 @@ def run_soak(
         c = store.cursor()
 
         def scalar(sql: str) -> int:
-            return int(c.execute(sql).fetchone()[0])
+            return int(c.execute(sql).fetchone()[0])  # type: ignore[index]  # an aggregate: one row
 
         accepted = scalar("SELECT COALESCE(sum(records), 0) FROM model_state")
         stored = scalar("SELECT count(*) FROM discharges")

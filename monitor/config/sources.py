@@ -343,7 +343,7 @@ class KafkaConfig(_Strict):
 
     def describe(self) -> str:
         """One log line about the connection, without secrets."""
-        auth = self.security_protocol
+        auth: str = self.security_protocol
         if self.sasl_mechanism:
             auth += f"/{self.sasl_mechanism} user={self.sasl_plain_username}"
         return (

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import MISSING, dataclass, fields, replace
+from typing import Any, TypeVar
 
 import numba
 import numpy as np
@@ -180,7 +181,7 @@ class CellResult:
         """
         return needs_words(self.metric, self.records_needed, self.records_needed_groups)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         # what asdict() gives (every field is a scalar or a tuple of str), without its
         # recursive deep copy, which cost more than the rest of writing a result
         d = {f: getattr(self, f) for f in _CELL_FIELDS}
@@ -273,7 +274,15 @@ def draw_params(table: CountTable, sizes: np.ndarray) -> DrawParams:
 
 
 @numba.njit(cache=True, nogil=True)
-def _params_kernel(counts, hi, lo, sq_hi, sq_lo, hi_scale, lo_scale):
+def _params_kernel(
+    counts: np.ndarray,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    sq_hi: np.ndarray,
+    sq_lo: np.ndarray,
+    hi_scale: float,
+    lo_scale: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """p1 (S,), q (S, B), mu and var (G, 2, B) of a table in one pass over its counts.
 
     Per stratum (g, y): p1 its share of decision 1, q its share in each score bin; per
@@ -332,7 +341,15 @@ def draw_variates(
 
 
 @numba.njit(cache=True, nogil=True)
-def _variates_kernel(rng, sizes, p1, q, G, K, with_bins):
+def _variates_kernel(
+    rng: np.random.Generator,
+    sizes: np.ndarray,
+    p1: np.ndarray,
+    q: np.ndarray,
+    G: int,
+    K: int,
+    with_bins: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One compiled call per table. Why one: passing a Generator into compiled code costs
     ~17 us a call (numba rebuilds its ctypes view of the bit generator), as much as a
     small table's draws."""
@@ -347,7 +364,20 @@ def _variates_kernel(rng, sizes, p1, q, G, K, with_bins):
 
 
 @numba.njit(cache=True, nogil=True)
-def _tallies_kernel(sizes, decisions, bins, normals, mu, var, tn, fp, fn, tp, bin_n, bin_score):
+def _tallies_kernel(
+    sizes: np.ndarray,
+    decisions: np.ndarray,
+    bins: np.ndarray,
+    normals: np.ndarray,
+    mu: np.ndarray,
+    var: np.ndarray,
+    tn: np.ndarray,
+    fp: np.ndarray,
+    fn: np.ndarray,
+    tp: np.ndarray,
+    bin_n: np.ndarray,
+    bin_score: np.ndarray,
+) -> None:
     """Write one table's K replicate tallies from its variates into the output views.
 
     Decision cells: fp, tp are the drawn decision-1 counts of the label-0 and label-1
@@ -416,6 +446,8 @@ def fill_tallies(
     B = params.q.shape[1]
     bins = v.bins if v.bins is not None else np.zeros((0, K, B), np.int64)
     normals = v.normals if v.normals is not None else np.zeros((K, 0, B))
+    # a stack's output always has its bin arrays (of no bins without calibration)
+    assert out.bin_n is not None and out.bin_score is not None
     _tallies_kernel(
         params.sizes, v.decisions, bins, normals, params.mu, params.var,
         out.tn[row], out.fp[row], out.fn[row], out.tp[row], out.bin_n[row], out.bin_score[row],
@@ -443,7 +475,7 @@ def defined_moments(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     return mean, np.sqrt(var), n_def
 
 
-def summarise_draws(values: np.ndarray, threshold: float, direction: str) -> dict[str, float]:
+def summarise_draws(values: np.ndarray, threshold: float, direction: str) -> dict[str, Any]:
     """VFR, dominant verdict, sigma, mean, sd and 95% CI of K metric draws (last axis).
 
     Works on (..., K) arrays. Undefined draws (NaN) carry no verdict: VFR and the
@@ -777,7 +809,11 @@ def _evaluate_stacks(
         support_pt = np.stack([p.support_point for p in tables])
         ms = tables[0].min_support
         facts = [_table_facts(p, K) for p in tables]
-        withheld = _once(lambda tables=tables: [_size_withheld(p) for p in tables])
+
+        def withheld_of(tables: list[_Prepared] = tables) -> list[frozenset[str]]:
+            return [_size_withheld(p) for p in tables]
+
+        withheld = _once(withheld_of)
         for rule in rules:
             fn = METRICS[rule.name]
             # per-resample support: each draw's denominators are judged on their own
@@ -839,7 +875,7 @@ def _evaluate_stacks(
     return results
 
 
-def _table_facts(p: _Prepared, K: int) -> dict:
+def _table_facts(p: _Prepared, K: int) -> dict[str, Any]:
     """The CellResult fields that depend on the table only (the same for every metric)."""
     return {
         "model_id": p.model_id,
@@ -858,12 +894,15 @@ def _size_withheld(p: _Prepared) -> frozenset[str]:
     return size_withheld(p.table.groups, p.table.group_counts().tolist(), p.linked)
 
 
-def _once(make: Callable[[], list]) -> Callable[[], list]:
+_T = TypeVar("_T")
+
+
+def _once(make: Callable[[], list[_T]]) -> Callable[[], list[_T]]:
     """``make()`` on the first call, the same list after: a stack whose metrics all pass
     never computes its drivers' withheld groups."""
-    memo: list[list] = []
+    memo: list[list[_T]] = []
 
-    def get() -> list:
+    def get() -> list[_T]:
         if not memo:
             memo.append(make())
         return memo[0]
@@ -879,7 +918,7 @@ _CELL_TEMPLATE = {
 _REQUIRED_FIELDS = frozenset(k for k, v in _CELL_TEMPLATE.items() if v is _REQUIRED)
 
 
-def _new_cell(values: Mapping) -> CellResult:
+def _new_cell(values: Mapping[str, Any]) -> CellResult:
     """``CellResult(**values)`` without the generated ``__init__``. Why: a frozen
     dataclass sets each of its ~60 fields through ``object.__setattr__``; for the
     hundreds of cells of an evaluation that cost ~5 % of the engine's random draws
@@ -925,7 +964,9 @@ def _pooled(
     return summary
 
 
-def with_pooled(r: CellResult, pooled: Mapping[str, np.ndarray], row: int, verdict: bool):
+def with_pooled(
+    r: CellResult, pooled: Mapping[str, np.ndarray], row: int, verdict: bool
+) -> CellResult:
     """``r`` with its pooled estimate beside it; with ``verdict``, the pooled estimate in
     the verdict fields and the raw one in ``raw_*``."""
     pv = {
@@ -937,7 +978,7 @@ def with_pooled(r: CellResult, pooled: Mapping[str, np.ndarray], row: int, verdi
         "ci_low": float(pooled["ci_low"][row]),
         "ci_high": float(pooled["ci_high"][row]),
     }
-    extra: dict = {f"pooled_{k}": v for k, v in pv.items()}
+    extra: dict[str, Any] = {f"pooled_{k}": v for k, v in pv.items()}
     extra["pooled_strength"] = float(pooled["strength"][row])
     if verdict:
         extra.update({f"raw_{k}": getattr(r, k) for k in _VERDICT_FIELDS})
@@ -964,7 +1005,7 @@ def _stack_drivers(
     ms: int,
     point_values: Sequence[float],
     point_pass: Sequence[bool],
-    col: Mapping[str, list],
+    col: Mapping[str, list[Any]],
     K: int,
     withheld: Callable[[], list[frozenset[str]]],
 ) -> dict[int, Drivers | None]:
@@ -992,7 +1033,7 @@ def _stack_drivers(
     )
 
 
-def driver_fields(d: Drivers | None) -> dict:
+def driver_fields(d: Drivers | None) -> dict[str, Any]:
     """The CellResult fields of a cell's drivers (none: the defaults)."""
     if d is None:
         return {}

@@ -68,8 +68,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from monitor.config import MetricRule
 from monitor.core.counts import CountTable
@@ -149,10 +151,20 @@ def _segment(theta: float, eps: float) -> tuple[float, float]:
 
 
 def _log1p_safe(x: np.ndarray) -> np.ndarray:
-    return np.log1p(np.maximum(x, -1.0 + 1e-300))
+    out: np.ndarray = np.log1p(np.maximum(x, -1.0 + 1e-300))
+    return out
 
 
-def log_e_values(x_a, n_a, x_b, n_b, lam_a, lam_b, theta: float, eps: float) -> np.ndarray:
+def log_e_values(
+    x_a: ArrayLike,
+    n_a: ArrayLike,
+    x_b: ArrayLike,
+    n_b: ArrayLike,
+    lam_a: np.ndarray,
+    lam_b: np.ndarray,
+    theta: float,
+    eps: float,
+) -> np.ndarray:
     """log of the block e-value of a pair (module docstring), elementwise over arrays.
 
     The denominator's log, g = n_a log(1 + u_a p_a) + n_b log(1 + u_b p_b) with
@@ -171,20 +183,33 @@ def log_e_values(x_a, n_a, x_b, n_b, lam_a, lam_b, theta: float, eps: float) -> 
     A_a, A_b = 1.0 + u_a * a0, 1.0 + u_b * b0
     k_a, k_b = u_a * theta * span, u_b * span
 
-    def g(s):
-        return n_a * _log1p_safe(A_a - 1.0 + k_a * s) + n_b * _log1p_safe(A_b - 1.0 + k_b * s)
+    def g(s: float | np.ndarray) -> np.ndarray:
+        out: np.ndarray = n_a * _log1p_safe(A_a - 1.0 + k_a * s) + n_b * _log1p_safe(
+            A_b - 1.0 + k_b * s
+        )
+        return out
 
     den = (n_a + n_b) * k_a * k_b
     with np.errstate(divide="ignore", invalid="ignore"):
         s_star = -(n_a * k_a * A_b + n_b * k_b * A_a) / den
     s_star = np.clip(np.where(np.isfinite(s_star), s_star, 0.0), 0.0, 1.0)
     sup = np.maximum(np.maximum(g(0.0), g(1.0)), g(s_star))
-    return lam_a * np.asarray(x_a, np.float64) + lam_b * np.asarray(x_b, np.float64) - sup
+    out: np.ndarray = (
+        lam_a * np.asarray(x_a, np.float64) + lam_b * np.asarray(x_b, np.float64) - sup
+    )
+    return out
 
 
 def growth_bets(
-    q_a, q_b, n_a, n_b, theta: float, eps: float, side: str, margin: float = 0.0
-):
+    q_a: np.ndarray,
+    q_b: np.ndarray,
+    n_a: ArrayLike,
+    n_b: ArrayLike,
+    theta: float,
+    eps: float,
+    side: str,
+    margin: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Bets (lambda_a, lambda_b) for predicted rates q and expected trials n: the log-odds
     ratios of q against its KL projection p* onto the boundary (the e-value is then the
     likelihood ratio of q against p*, and p* is where the denominator's supremum lies:
@@ -206,8 +231,9 @@ def growth_bets(
     q_a = np.clip(q_a, 1e-3, 1 - 1e-3)
     pb, pa = kl_projection(q_a, q_b, n_a, n_b, theta, eps)
 
-    def logit(v):
-        return np.log(v) - np.log1p(-v)
+    def logit(v: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.log(v) - np.log1p(-v)
+        return out
 
     lam_a = np.clip(logit(q_a) - logit(pa), -MAX_BET, MAX_BET)
     lam_b = np.clip(logit(q_b) - logit(pb), -MAX_BET, MAX_BET)
@@ -218,7 +244,9 @@ def growth_bets(
     return np.where(beyond, lam_a, 0.0), np.where(beyond, lam_b, 0.0)
 
 
-def kl_projection(q_a, q_b, n_a, n_b, theta: float, eps: float):
+def kl_projection(
+    q_a: ArrayLike, q_b: ArrayLike, n_a: ArrayLike, n_b: ArrayLike, theta: float, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
     """(p_b, p_a) on the boundary p_a = theta p_b - eps minimising
     h(p_b) = n_a KL(q_a || p_a) + n_b KL(q_b || p_b), elementwise over arrays.
 
@@ -314,13 +342,13 @@ class CertifiedCell:
 
     # ------------------------------------------------------------------ views
     @property
-    def verdict(self):
+    def verdict(self) -> str | np.ndarray:
         """'undetermined', 'pass' or 'fail' (an array of them for a batch)."""
         names = np.array(VERDICTS)[self.state]
         return str(names) if names.ndim == 0 else names
 
     @property
-    def evaluable(self):
+    def evaluable(self) -> bool | np.ndarray:
         out = self.entering.sum(axis=-1) >= 2
         return bool(out) if out.ndim == 0 else out
 
@@ -348,7 +376,7 @@ class CertifiedCell:
     # ---------------------------------------------------------------- updates
     def update(
         self, counts: Mapping[str, tuple[np.ndarray, np.ndarray]], years: float | np.ndarray
-    ):
+    ) -> tuple[str, str] | None:
         """Take one block: ``counts[rate] = (successes, trials)``, arrays (..., G)."""
         spec = self.spec
         xs = np.stack([np.asarray(counts[r][0], np.float64) for r in spec.rates], axis=-2)
@@ -359,7 +387,8 @@ class CertifiedCell:
         if np.any(years < 0):
             raise ValueError("a block's length in years cannot be negative")
         # bets and entering groups from the past only (predictable)
-        entering = (self.n >= self.min_group_support).all(axis=-2)
+        # an array: the group axis stays (numpy's stubs allow a scalar for .all)
+        entering = cast(np.ndarray, (self.n >= self.min_group_support).all(axis=-2))
         moved = (entering != self.entering).any(axis=-1)
         self.entering = entering
         self.r_fail = np.where(moved[..., None], 0.0, self.r_fail)
@@ -370,7 +399,8 @@ class CertifiedCell:
         expected = share * ns.sum(axis=-1, keepdims=True)
         a, b = self.pair_a, self.pair_b
 
-        def flat(arr, idx):  # (..., R, G) -> (..., R*P) at the pairs' groups
+        # (..., R, G) -> (..., R*P) at the pairs' groups
+        def flat(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
             return arr[..., idx].reshape(*arr.shape[:-2], -1)
 
         qa, qb, ea, eb = flat(q, a), flat(q, b), flat(expected, a), flat(expected, b)
@@ -463,18 +493,19 @@ class CertifiedGrid:
         return changes
 
     def verdicts(self) -> dict[tuple[str, str], str]:
-        return {k: c.verdict for k, c in self.cells.items()}
+        # a grid's cells are single cells (no batch axis): each verdict is one str
+        return {k: cast(str, c.verdict) for k, c in self.cells.items()}
 
     _ARRAYS = ("x", "n", "r_fail", "r_pass", "entering", "state", "records")
 
-    def state(self) -> dict[str, dict]:
+    def state(self) -> dict[str, dict[str, Any]]:
         """JSON-ready state of every cell (lists of numbers)."""
         return {
             f"{m}|{a}": {k: np.asarray(getattr(c, k)).tolist() for k in self._ARRAYS}
             for (m, a), c in self.cells.items()
         }
 
-    def restore(self, state: Mapping[str, Mapping]) -> None:
+    def restore(self, state: Mapping[str, Mapping[str, Any]]) -> None:
         """Load :meth:`state`; cells it does not name start undetermined."""
         for (m, a), c in self.cells.items():
             saved = state.get(f"{m}|{a}")

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 #: Fixed-point resolution for score sums: a score s is stored as round(s * 2**53).
 _FRAC_BITS = 53
@@ -88,7 +89,9 @@ class CountTable:
         self._sq_lo = np.zeros(shape, dtype=np.int64)
 
     # ---------------------------------------------------------------- records
-    def _cell_index(self, group, label, decision, score) -> np.ndarray:
+    def _cell_index(
+        self, group: ArrayLike, label: ArrayLike, decision: ArrayLike, score: np.ndarray
+    ) -> np.ndarray:
         g = np.asarray(group, dtype=np.int64)
         y = np.asarray(label, dtype=np.int64)
         d = np.asarray(decision, dtype=np.int64)
@@ -97,9 +100,12 @@ class CountTable:
         if y.size and (y.min() < 0 or y.max() > 1 or d.min() < 0 or d.max() > 1):
             raise ValueError("label and decision must be 0 or 1")
         b = score_bins(score, self.bins)
-        return ((g * 2 + y) * 2 + d) * self.bins + b
+        out: np.ndarray = ((g * 2 + y) * 2 + d) * self.bins + b
+        return out
 
-    def _apply(self, group, label, decision, score, sign: int) -> None:
+    def _apply(
+        self, group: ArrayLike, label: ArrayLike, decision: ArrayLike, score: ArrayLike, sign: int
+    ) -> None:
         s = np.asarray(score, dtype=np.float64)
         if s.size and (not np.all(np.isfinite(s)) or s.min() < 0.0 or s.max() > 1.0):
             raise ValueError("scores must be finite and in [0, 1]")
@@ -124,7 +130,9 @@ class CountTable:
             arr += sign * delta.reshape(arr.shape)
 
     @staticmethod
-    def prepare(label, decision, score, bins: int) -> tuple[np.ndarray, ...] | None:
+    def prepare(
+        label: ArrayLike, decision: ArrayLike, score: ArrayLike, bins: int
+    ) -> tuple[np.ndarray, ...] | None:
         """The group-independent part of a batch's cell indices and score words, to add the
         batch to several tables (one per attribute) with :meth:`apply_prepared`; None for a
         batch too large to take in one piece (use :meth:`add`)."""
@@ -140,7 +148,7 @@ class CountTable:
         base = (y * 2 + d) * bins + score_bins(s, bins)
         return (base, *_fixed_point_words(s), *_fixed_point_words(s * s))
 
-    def apply_prepared(self, group, prepared: tuple[np.ndarray, ...], sign: int) -> None:
+    def apply_prepared(self, group: ArrayLike, prepared: tuple[np.ndarray, ...], sign: int) -> None:
         """:meth:`add` (sign +1) or :meth:`remove` (-1) of a batch given by its groups and
         :meth:`prepare`; the same integers as the per-table path."""
         base, *words = prepared
@@ -183,17 +191,27 @@ class CountTable:
             for arr, delta in zip(arrays, deltas, strict=True):
                 arr += sign * delta[sl].reshape(arr.shape)
 
-    def add(self, group, label, decision, score) -> None:
+    def add(
+        self, group: ArrayLike, label: ArrayLike, decision: ArrayLike, score: ArrayLike
+    ) -> None:
         """Add a batch of records (group indices into ``groups``, 0/1 label and decision)."""
         self._apply(group, label, decision, score, +1)
 
-    def remove(self, group, label, decision, score) -> None:
+    def remove(
+        self, group: ArrayLike, label: ArrayLike, decision: ArrayLike, score: ArrayLike
+    ) -> None:
         """Remove a batch previously added (e.g. records evicted from a window)."""
         self._apply(group, label, decision, score, -1)
 
     @classmethod
     def from_records(
-        cls, groups: Sequence[str], group, label, decision, score, bins: int = 10
+        cls,
+        groups: Sequence[str],
+        group: ArrayLike,
+        label: ArrayLike,
+        decision: ArrayLike,
+        score: ArrayLike,
+        bins: int = 10,
     ) -> CountTable:
         t = cls(groups, bins)
         t.add(group, label, decision, score)
@@ -241,7 +259,7 @@ class CountTable:
             )
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: equal tables compare by value
 
     @staticmethod
     def _fixed(hi: np.ndarray, lo: np.ndarray) -> list[int]:
@@ -291,15 +309,18 @@ class CountTable:
         return self._hi, self._lo, self._sq_hi, self._sq_lo
 
     def group_counts(self) -> np.ndarray:
-        return self.counts.sum(axis=(1, 2, 3))
+        out: np.ndarray = self.counts.sum(axis=(1, 2, 3))
+        return out
 
     def selected_counts(self) -> np.ndarray:
         """Records with decision 1 per group (the selection rate's numerator), shape (G,)."""
-        return self.counts[:, :, 1, :].sum(axis=(1, 2))
+        out: np.ndarray = self.counts[:, :, 1, :].sum(axis=(1, 2))
+        return out
 
     def stratum_counts(self) -> np.ndarray:
         """Records per (group, label) stratum, shape (G, 2)."""
-        return self.counts.sum(axis=(2, 3))
+        out: np.ndarray = self.counts.sum(axis=(2, 3))
+        return out
 
     # ---------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from monitor.core.privacy import rounded_rate
 
@@ -190,7 +191,7 @@ class PublishedCoverage:
     coverage: float | None
     median_delay_days: float | None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "group": self.group,
             "coverage": self.coverage,
@@ -229,7 +230,7 @@ class AttributeCoverage:
     max_gap: float
     reason: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "gap": self.gap,
             "max_gap": self.max_gap,
@@ -238,7 +239,7 @@ class AttributeCoverage:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> AttributeCoverage:
+    def from_dict(cls, d: Mapping[str, Any]) -> AttributeCoverage:
         groups = tuple(
             PublishedCoverage(str(code), g.get("coverage"), g.get("median_delay_days"))
             for code, g in (d.get("groups") or {}).items()

@@ -151,7 +151,7 @@ class ModelHealth:
         both = 0 < n_pos < n
         if self.auroc_engine == "river":
             auroc = float(self._river_auc.get()) if both else None
-            return auroc, float(self._river_acc.get())
+            return auroc, float(self._river_acc.get())  # type: ignore[operator]  # Rolling forwards get() to its metric via __getattr__
         accuracy = float(np.mean(y == self._decisions[:n]))
         auroc = rank_auroc(y, self._scores[:n]) if both else None
         return auroc, accuracy

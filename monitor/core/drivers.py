@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numba
 import numpy as np
@@ -119,11 +119,14 @@ def group_rates(rate: str, t: Tallies) -> np.ndarray:
 def rate_denominators(rate: str, t: Tallies) -> np.ndarray:
     """Records each group's driver rate rests on (the disclosure rule judges these)."""
     if rate == "TPR":
-        return t.tp + t.fn
+        out: np.ndarray = t.tp + t.fn
+        return out
     if rate == "FPR":
-        return t.fp + t.tn
+        out = t.fp + t.tn
+        return out
     if rate == "PPV":
-        return t.tp + t.fp
+        out = t.tp + t.fp
+        return out
     return t.group_size
 
 
@@ -277,7 +280,8 @@ def cell_drivers(
 def _row(t: Tallies, r: int | np.ndarray) -> Tallies:
     """Some leading rows of a stacked Tallies (M, G, ...)."""
     pick = {f: getattr(t, f) for f in ("tn", "fp", "fn", "tp", "bin_n", "bin_score")}
-    return Tallies(**{f: None if a is None else a[r] for f, a in pick.items()})
+    rows: dict[str, Any] = {f: None if a is None else a[r] for f, a in pick.items()}
+    return Tallies(**rows)
 
 
 #: Codes of the driver rates and of the denominators that decide which groups enter a
@@ -287,8 +291,12 @@ _DEN_CODES = {"EOPP": 1, "EOD": 2, "PP": 3}  # others: records (0)
 
 
 @numba.njit(cache=True, nogil=True)
-def _extreme_counts_kernel(rate, den_code, rows, tn, fp, fn, tp, bin_n, bin_score, support, ms,
-                           lo_out, hi_out):  # fmt: skip
+def _extreme_counts_kernel(
+    rate: int, den_code: int, rows: np.ndarray,
+    tn: np.ndarray, fp: np.ndarray, fn: np.ndarray, tp: np.ndarray,
+    bin_n: np.ndarray, bin_score: np.ndarray, support: np.ndarray, ms: float,
+    lo_out: np.ndarray, hi_out: np.ndarray,
+) -> None:  # fmt: skip
     """Per listed row of a stack (M, K, G), how many of the K resamples have each group
     among the lowest (``lo_out``) and the highest (``hi_out``) driver rates.
 
@@ -368,8 +376,9 @@ def stack_shares(
     lo = np.zeros((rows.size, G), np.int64)
     hi = np.zeros((rows.size, G), np.int64)
     with_bins = boot.bin_n is not None and boot.bin_n.shape[-1] > 0
-    bin_n = boot.bin_n if with_bins else np.zeros((M, K, G, 2, 0))
-    bin_score = boot.bin_score if with_bins else np.zeros((M, K, G, 0))
+    # with_bins: a Tallies with bin counts has its bin score sums too
+    bin_n = cast(np.ndarray, boot.bin_n) if with_bins else np.zeros((M, K, G, 2, 0))
+    bin_score = cast(np.ndarray, boot.bin_score) if with_bins else np.zeros((M, K, G, 0))
     if rate in ("ECE", "gap") and not with_bins:
         raise ValueError("calibration needs bin tallies")
     _extreme_counts_kernel(
@@ -468,9 +477,9 @@ def subgroup_extremes(
         entered = bool(dens[g] >= max(min_support, 1) and not math.isnan(rates[g]))
         withheld = name in hidden
         shown = entered and not withheld
-        subs.append(
-            Subgroup(name, float(rounded_rate(rates[g])) if shown else math.nan, withheld, entered)
-        )
+        # shown: entered, so its rate is finite and rounds to a float
+        shown_rate = cast(float, rounded_rate(rates[g])) if shown else math.nan
+        subs.append(Subgroup(name, float(shown_rate), withheld, entered))
     shown_subs = [s for s in subs if not math.isnan(s.rate)]
     if not shown_subs:
         return subs, None, None

@@ -80,7 +80,8 @@ class Tallies:
 
     @cached_property
     def group_size(self) -> np.ndarray:
-        return (self.tn + self.fp) + (self.fn + self.tp)
+        out: np.ndarray = (self.tn + self.fp) + (self.fn + self.tp)
+        return out
 
 
 def tallies_from_table(table: CountTable) -> Tallies:
@@ -118,17 +119,20 @@ def _extremes(values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def positives(t: Tallies) -> np.ndarray:
     """Records with label 1 per group: the TPR denominator."""
-    return t.tp + t.fn
+    out: np.ndarray = t.tp + t.fn
+    return out
 
 
 def negatives(t: Tallies) -> np.ndarray:
     """Records with label 0 per group: the FPR denominator."""
-    return t.fp + t.tn
+    out: np.ndarray = t.fp + t.tn
+    return out
 
 
 def flagged(t: Tallies) -> np.ndarray:
     """Records with decision 1 per group: the PPV denominator."""
-    return t.tp + t.fp
+    out: np.ndarray = t.tp + t.fp
+    return out
 
 
 def rate_denominator(name: str, t: Tallies) -> np.ndarray:
@@ -136,7 +140,8 @@ def rate_denominator(name: str, t: Tallies) -> np.ndarray:
     if name == "EOPP":
         return positives(t)
     if name == "EOD":
-        return np.minimum(positives(t), negatives(t))
+        out: np.ndarray = np.minimum(positives(t), negatives(t))
+        return out
     if name == "PP":
         return flagged(t)
     return t.group_size  # DI, SPD (selection rate), TI, CAL, CAL_GAP
@@ -163,7 +168,8 @@ def smallest_denominator(
 
 def _spread(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
     lo, hi = _extremes(values, valid)
-    return hi - lo
+    out: np.ndarray = hi - lo
+    return out
 
 
 def selection_rate(t: Tallies) -> np.ndarray:
@@ -212,7 +218,8 @@ def equalized_odds_difference(
     """max(TPR gap, FPR gap) over groups with at least min_support positives and negatives."""
     tpr, fpr = true_positive_rate(t), false_positive_rate(t)
     valid = supported_groups("EOD", t, support, min_support)
-    return np.maximum(_spread(tpr, valid), _spread(fpr, valid))
+    out: np.ndarray = np.maximum(_spread(tpr, valid), _spread(fpr, valid))
+    return out
 
 
 def theil_index_between_groups(

@@ -16,6 +16,7 @@ metric does not depend on it (docs/method.md, "Windows on predictions").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -56,7 +57,7 @@ def evaluate_split(
     free_tables: Tables,
     joined_tables: Tables,
     rules: Sequence[MetricRule],
-    **kw,
+    **kw: Any,
 ) -> list[CellResult]:
     """:func:`evaluate_axis1` with label-free rules on ``free_tables`` and label-based
     rules on ``joined_tables`` (same keys), in the order one call would give: model, rule

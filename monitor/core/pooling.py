@@ -128,11 +128,13 @@ def margin_rates(
 
 def logit(p: np.ndarray) -> np.ndarray:
     q = np.clip(p, LOGIT_EPS, 1.0 - LOGIT_EPS)
-    return np.log(q) - np.log1p(-q)
+    out: np.ndarray = np.log(q) - np.log1p(-q)
+    return out
 
 
 def expit(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-z))
+    out: np.ndarray = 1.0 / (1.0 + np.exp(-z))
+    return out
 
 
 def logit_additive_mean(margins: np.ndarray, overall: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeGuard, TypeVar
 
 from monitor.config import INTERSECTION_CODE_SEP, SMALL_CELL_RECORDS
 
@@ -31,7 +31,7 @@ SMALL_CELL = SMALL_CELL_RECORDS
 SMALL_CELL_LABEL = f"<{SMALL_CELL}"
 
 
-def reportable(n: int | float | None) -> bool:
+def reportable(n: int | float | None) -> TypeGuard[int | float]:
     """True when a figure computed from ``n`` records may leave the service.
 
     >>> reportable(10), reportable(11), reportable(None)
@@ -282,7 +282,7 @@ def releasable(churn_since: Iterable[int]) -> bool:
     return all(d == 0 or d >= SMALL_CELL for d in churn_since)
 
 
-def records_changed(n_then, n_now, kept):
+def records_changed(n_then: Any, n_now: Any, kept: Any) -> Any:  # ints or numpy arrays
     """Records in one of two windows (or cohorts) and not the other, per group: the
     symmetric difference of two record sets of which the second only gained records at its
     end and lost some for good, ``kept`` being the first one's records still present.

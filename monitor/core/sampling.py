@@ -82,7 +82,7 @@ def _stirling_correction(x: float) -> float:
 
 
 @numba.njit(cache=True, nogil=True)
-def _inversion(rng, n: int, r: float) -> int:
+def _inversion(rng: np.random.Generator, n: int, r: float) -> int:
     """Binomial(n, r) by sequential search of the cdf from 0; r <= 0.5 and n * r <= 30."""
     q = 1.0 - r
     qn = math.exp(n * math.log(q))
@@ -101,8 +101,14 @@ def _inversion(rng, n: int, r: float) -> int:
             return x
 
 
+#: q, nrq, m, p1, xm, xl, xr, c, laml, lamr, p2, p3, p4 (m the mode, an integer)
+_BtpeSetup = tuple[
+    float, float, int, float, float, float, float, float, float, float, float, float, float
+]
+
+
 @numba.njit(cache=True, nogil=True)
-def _btpe_setup(n: int, r: float) -> tuple:
+def _btpe_setup(n: int, r: float) -> _BtpeSetup:
     """BTPE step 0: the majorant's constants for (n, r). Reused across draws of one (n, r)."""
     q = 1.0 - r
     nrq = n * r * q
@@ -151,7 +157,7 @@ def _log_pmf_ratio(n: int, r: float, y: int, m: int) -> float:
 
 
 @numba.njit(cache=True, nogil=True)
-def _btpe(rng, n: int, r: float, setup: tuple) -> int:
+def _btpe(rng: np.random.Generator, n: int, r: float, setup: _BtpeSetup) -> int:
     """Binomial(n, r) by BTPE steps 1-5; r <= 0.5, n * r > 30, ``setup`` from _btpe_setup."""
     q, nrq, m, p1, xm, xl, xr, c, laml, lamr, p2, p3, p4 = setup
     while True:
@@ -220,7 +226,7 @@ def _check_p(p: float) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def binomial(rng, n: int, p: float) -> int:
+def binomial(rng: np.random.Generator, n: int, p: float) -> int:
     """One exact Binomial(n, p) variate from ``rng`` (a numpy Generator); n < 0 counts as 0."""
     _check_p(p)
     if n <= 0 or p == 0.0:
@@ -236,7 +242,7 @@ def binomial(rng, n: int, p: float) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def binomial_repeat(rng, n: int, p: float, out: np.ndarray) -> None:
+def binomial_repeat(rng: np.random.Generator, n: int, p: float, out: np.ndarray) -> None:
     """``out.size`` Binomial(n, p) variates of one (n, p) into ``out``: BTPE's set-up runs once."""
     _check_p(p)
     if n <= 0 or p == 0.0:
@@ -280,7 +286,9 @@ def conditional_probs(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(cache=True, nogil=True)
-def multinomial_repeat(rng, n: int, probs: np.ndarray, out: np.ndarray) -> None:
+def multinomial_repeat(
+    rng: np.random.Generator, n: int, probs: np.ndarray, out: np.ndarray
+) -> None:
     """``out.shape[0]`` Multinomial(n, probs) draws into ``out`` (K, C), as conditional binomials.
 
     The first visited category's binomial has the same (n, p) in every draw, so all K
@@ -311,7 +319,7 @@ def multinomial_repeat(rng, n: int, probs: np.ndarray, out: np.ndarray) -> None:
 
 # ----------------------------------------------------------------------------- array kernels
 @numba.njit(cache=True, nogil=True)
-def binomial_rows(rng, n: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
+def binomial_rows(rng: np.random.Generator, n: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
     """K Binomial(n_s, p_s) variates per row s: n (S,), p (S,) -> (S, K) int64."""
     out = np.empty((n.size, K), dtype=np.int64)
     for s in range(n.size):
@@ -320,7 +328,9 @@ def binomial_rows(rng, n: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def multinomial_rows(rng, n: np.ndarray, probs: np.ndarray, K: int) -> np.ndarray:
+def multinomial_rows(
+    rng: np.random.Generator, n: np.ndarray, probs: np.ndarray, K: int
+) -> np.ndarray:
     """K Multinomial(n_s, probs_s) draws per row s: n (S,), probs (S, C) -> (S, K, C) int64."""
     S, C = probs.shape
     out = np.empty((S, K, C), dtype=np.int64)
@@ -330,7 +340,7 @@ def multinomial_rows(rng, n: np.ndarray, probs: np.ndarray, K: int) -> np.ndarra
 
 
 @numba.njit(cache=True, nogil=True)
-def standard_normal_fill(rng, out: np.ndarray) -> None:
+def standard_normal_fill(rng: np.random.Generator, out: np.ndarray) -> None:
     """Fill ``out`` with standard normal variates (numpy's ziggurat, as ported by numba).
 
     Why not ``rng.standard_normal(shape)``: the same variates from the same stream, but

@@ -24,7 +24,8 @@ def group_index(codes: np.ndarray | pd.Series, attribute: AttributeConfig) -> np
         index = _code_index(tuple(attribute.codes)).get_indexer(values)
         if (index < 0).any():
             raise ValueError(f"unknown group code for attribute {attribute.name!r}")
-        return index.astype(np.int64)
+        out: np.ndarray = index.astype(np.int64)
+        return out
     lookup = {c: i for i, c in enumerate(attribute.codes)}
     try:
         return np.fromiter((lookup[str(c)] for c in np.asarray(codes, dtype=object)), np.int64)

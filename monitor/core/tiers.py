@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from monitor.config import MonitorConfig
 
@@ -39,7 +40,7 @@ class Tier(StrEnum):
         return TIER_LEVEL[self]
 
 
-TIER_LEVEL: dict[Tier, int] = {
+TIER_LEVEL: dict[str, int] = {  # a Tier or its value
     Tier.PRACTICAL_STABILITY: 0,
     Tier.CAUTION_REQUIRED: 1,
     Tier.HIGH_VARIANCE: 2,
@@ -80,7 +81,7 @@ class TierResult:
     def evaluable(self) -> bool:
         return self.tier is not Tier.NOT_EVALUABLE
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "tier": self.tier.value,
             "tier_level": self.tier.level,

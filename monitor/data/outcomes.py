@@ -83,7 +83,7 @@ def parse_outcome_bias(text: str) -> OutcomeBias:
         raise ValueError("expected ATTR=GROUP:SHARE[:missing|:delayed:DAYS], e.g. race=2:0.3")
     mode = m.group("mode") or "missing"
     days = float(m.group("days") or 0.0)
-    return OutcomeBias(m.group("attr"), m.group("group"), float(m.group("share")), mode, days)  # type: ignore[arg-type]
+    return OutcomeBias(m.group("attr"), m.group("group"), float(m.group("share")), mode, days)  # type: ignore[arg-type]  # the pattern admits the two modes only
 
 
 def length_of_stay(label: np.ndarray, seed: int) -> np.ndarray:

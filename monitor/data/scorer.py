@@ -73,7 +73,7 @@ class TrainedModel:
 
     def score(self, frame: pd.DataFrame) -> np.ndarray:
         X = frame[list(self.features)].to_numpy(dtype=np.float32)
-        return self.booster.predict_proba(X)[:, 1].astype(np.float64)  # type: ignore[attr-defined]
+        return self.booster.predict_proba(X)[:, 1].astype(np.float64)  # type: ignore[attr-defined]  # an XGBClassifier (xgboost imported lazily)
 
 
 def split_train_stream(

@@ -44,7 +44,9 @@ WINDOW_IDENTITY = frozenset({"evaluation", "evaluated_at", "seed"}) | CELL_IDENT
 CELL_COUNTS = ("window_n", "resample_n", "min_denominator", "predictions", "with_outcome")
 
 
-def withhold(row: dict, n: int | float | None, keep: frozenset[str] = CELL_IDENTITY) -> dict:
+def withhold(
+    row: dict[str, Any], n: int | float | None, keep: frozenset[str] = CELL_IDENTITY
+) -> dict[str, Any]:
     """``row`` unchanged when computed from ``n`` >= SMALL_CELL records; else every field
     not in ``keep`` replaced by SMALL_CELL_LABEL.
 
@@ -56,7 +58,9 @@ def withhold(row: dict, n: int | float | None, keep: frozenset[str] = CELL_IDENT
     return {k: (v if k in keep else SMALL_CELL_LABEL) for k, v in row.items()}
 
 
-def published_cell(row: dict, n: int | float | None, keep: frozenset[str] = CELL_IDENTITY) -> dict:
+def published_cell(
+    row: dict[str, Any], n: int | float | None, keep: frozenset[str] = CELL_IDENTITY
+) -> dict[str, Any]:
     """A cell row as it leaves the service: withheld below the small-cell rule
     (:func:`withhold`), else with its record counts rounded
     (:func:`~monitor.core.privacy.rounded_count`).
@@ -79,15 +83,15 @@ def published_evaluation(cell: CellEvaluation) -> dict[str, Any]:
     return published_cell(cell.to_dict(), cell.result.window_n)
 
 
-def published_windows(rows: Iterable[dict]) -> list[dict]:
+def published_windows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """A cell's stored window rows (its released evaluations) as the API serves them:
     each under :func:`published_cell` of its own window size, the seed kept."""
     return [published_cell(r, r.get("window_n"), WINDOW_IDENTITY) for r in rows]
 
 
 def published_event_rows(
-    rows: Iterable[dict], sizes: Mapping[tuple[str, int], int | None]
-) -> list[dict]:
+    rows: Iterable[dict[str, Any]], sizes: Mapping[tuple[str, int], int | None]
+) -> list[dict[str, Any]]:
     """Event rows as the API serves them: an event of an evaluation whose window held
     fewer than 11 records (``sizes``: (model, evaluation) -> window records) shows
     ``<11`` in place of its verdicts, tiers, axes and sentence."""
@@ -102,5 +106,5 @@ def published_audit_cell(cell: AuditCell) -> dict[str, Any]:
     records keeps its identity only."""
     out = published_cell(cell.row(), cell.cohort_n, AUDIT_IDENTITY)
     if not cell.withheld:
-        out["cohort_n"] = rounded_count(cell.cohort_n)  # type: ignore[arg-type]
+        out["cohort_n"] = rounded_count(cell.cohort_n)  # type: ignore[arg-type]  # not withheld: a count
     return out

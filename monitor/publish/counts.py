@@ -32,7 +32,7 @@ def published_count(n: int | float | None) -> int | str:
     >>> published_count(4), published_count(87)
     ('<11', 85)
     """
-    return rounded_count(n) if reportable(n) else SMALL_CELL_LABEL  # type: ignore[arg-type]
+    return rounded_count(n) if reportable(n) else SMALL_CELL_LABEL
 
 
 def published_size(n: int) -> int | str:
@@ -65,7 +65,7 @@ def published_family(
     if hidden is None:
         hidden = family_withheld(sizes)
     return {
-        g: SMALL_CELL_LABEL if g in hidden else rounded_count(n)  # type: ignore[arg-type]
+        g: SMALL_CELL_LABEL if g in hidden else rounded_count(n)  # type: ignore[arg-type]  # not hidden: a count
         for g, n in sizes.items()
     }
 

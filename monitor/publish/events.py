@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from monitor.core.events import CellEvent
 
@@ -24,7 +25,7 @@ def published_events(events: Sequence[CellEvent]) -> list[CellEvent]:
     flip is an alert), so its figures could differ from the cell's last release by fewer
     than 11 records; the value is read from the cell's released evaluation instead."""
 
-    def strip(axes: Mapping) -> dict:
+    def strip(axes: Mapping[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in axes.items() if k not in EVENT_FIGURES}
 
     return [replace(e, axes=strip(e.axes), axes_before=strip(e.axes_before)) for e in events]

@@ -67,7 +67,7 @@ def published_pair_matrix(
     )
     return tuple(
         tuple(
-            None if (min(i, j), max(i, j)) in cells else rounded_count(pairs[i][j])  # type: ignore[arg-type]
+            None if (min(i, j), max(i, j)) in cells else rounded_count(pairs[i][j])  # type: ignore[arg-type]  # not withheld: a count
             for j in range(k)
         )
         for i in range(k)

@@ -39,7 +39,7 @@ def published_rates(
 
 
 def linked_hidden(
-    groups: Iterable[tuple[str, Sequence[str], Sequence[int]]],
+    groups: Iterable[tuple[str, Sequence[str], Sequence[int] | np.ndarray]],
 ) -> dict[str, frozenset[str]]:
     """The withheld groups of a part's attributes, each given as (name, codes, counts),
     an intersection's linked to its margins (:func:`~monitor.core.privacy.model_withheld`).

@@ -68,6 +68,7 @@ def reference_run(
 ) -> list[str]:
     """The verdict after each block; a block is a list of (group, label, decision)."""
     spec = pair_spec(rule)
+    assert spec is not None, "the oracle is called on certifiable rules"
     G = len(groups)
     decay = 0.5 ** (1.0 / half_life_blocks)
     pairs = [(r, a, b) for r in spec.rates for a in range(G) for b in range(G) if a != b]

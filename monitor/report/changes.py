@@ -118,7 +118,7 @@ def _flips_by_cell(m: ModelReport) -> dict[tuple[str, str], list[EventRow]]:
 
 
 def _withheld_event(m: ModelReport, flips: list[EventRow]) -> bool:
-    return any(m.event_context.get(e.id) is None or m.event_context[e.id].suppressed for e in flips)
+    return any((c := m.event_context.get(e.id)) is None or c.suppressed for e in flips)
 
 
 def _change_sentence(m: ModelReport, c: CellPoint, old: str, new: str, at: datetime | None,

@@ -558,7 +558,7 @@ def mppd_attributes(per_attr: Mapping[str, AttributeMPPD]) -> list[MPPDAttribute
         bars = []
         for g in ref.groups:
             small = g.group in hidden
-            pairs = None if small else rounded_count(g.pairs)  # type: ignore[arg-type]
+            pairs = None if small else rounded_count(g.pairs)  # type: ignore[arg-type]  # not small: a count
             bars.append(
                 ReferenceBar(
                     group=g.group,
@@ -601,13 +601,13 @@ def _disparity(
     shown = [b for b in bars if b.mean is not None and not b.suppressed]
     if len(shown) < 2:
         return {"disparity": None, "disparity_se": None}
-    hi = max(shown, key=lambda b: b.mean)  # type: ignore[arg-type, return-value]
-    lo = min(shown, key=lambda b: b.mean)  # type: ignore[arg-type, return-value]
+    hi = max(shown, key=lambda b: b.mean)  # type: ignore[arg-type, return-value]  # shown: has a mean
+    lo = min(shown, key=lambda b: b.mean)  # type: ignore[arg-type, return-value]  # shown: has a mean
     if between is not None and tuple(between) != (hi.group, lo.group):
         se = None if hi.se is None or lo.se is None else math.hypot(hi.se, lo.se)
     elif between is None:
         se = None
-    return {"disparity": hi.mean - lo.mean, "disparity_se": _num(se)}  # type: ignore[operator]
+    return {"disparity": hi.mean - lo.mean, "disparity_se": _num(se)}  # type: ignore[operator]  # shown: has a mean
 
 
 def mppd_basis(sampling: MPPDSampling | None) -> str:
@@ -963,7 +963,7 @@ def _read_model(
     mr.events = confirmed
     mr.raw_events = len(events) - len(confirmed)
     mr.event_context = {
-        e.id: None if context[e.id] is None else shown(context[e.id])  # type: ignore[arg-type]
+        e.id: None if context[e.id] is None else shown(context[e.id])  # type: ignore[arg-type]  # None: checked on the line
         for e in confirmed
     }
     mr.auroc = _auroc(c, model, cfg.window.hop_records, records or 0)

@@ -533,7 +533,7 @@ def write_report(
         data = _read_database_file(db, config, models, since, until, generated_at)
     else:
         data = read_audit_dir(
-            audit_dir, config, models=models, generated_at=generated_at  # type: ignore[arg-type]
+            audit_dir, config, models=models, generated_at=generated_at  # type: ignore[arg-type]  # db or audit_dir: checked
         )
     if not data.models:
         raise ReportInputError("no model has any evaluated cell yet: nothing to report")

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 #: Points per inch: the figures keep their old sizes in inches.
 PT = 72.0
@@ -237,7 +238,7 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 
 def _month_ticks(lo: datetime, hi: datetime, step: int) -> list[datetime]:
     y, m = lo.year, lo.month
-    out = []
+    out: list[datetime] = []
     while True:
         t = datetime(y, m, 1, tzinfo=lo.tzinfo)
         if t > hi:
@@ -268,12 +269,12 @@ def date_ticks(
     span = hi - lo
     if span <= timedelta(days=3):
         for h in (1, 3, 6, 12):
-            candidates.append(("hour", lambda h=h: _span_ticks(lo, hi, timedelta(hours=h))))
+            candidates.append(("hour", partial(_span_ticks, lo, hi, timedelta(hours=h))))
     if span <= timedelta(days=120):
         for d in (1, 2, 7, 14):
-            candidates.append(("day", lambda d=d: _span_ticks(lo, hi, timedelta(days=d))))
+            candidates.append(("day", partial(_span_ticks, lo, hi, timedelta(days=d))))
     for m in (1, 2, 3, 4, 6, 12):
-        candidates.append(("month", lambda m=m: _month_ticks(lo, hi, m)))
+        candidates.append(("month", partial(_month_ticks, lo, hi, m)))
     kind, ticks = "month", []
     for k, make in candidates:
         got = make()
@@ -450,9 +451,9 @@ class Axes:
         for r in runs:
             with self.canvas.group(self.canvas.next_id("line2d")):
                 if len(r) == 1:  # a lone point still shows
-                    x, y = (self.canvas.n(v) for v in r[0])
+                    cx, cy = (self.canvas.n(v) for v in r[0])
                     self.canvas.add(
-                        f'<circle cx="{x}" cy="{y}" r="{num(width, 2)}" fill="{colour}"/>'
+                        f'<circle cx="{cx}" cy="{cy}" r="{num(width, 2)}" fill="{colour}"/>'
                     )
                 else:
                     self.canvas.add(self.canvas.polyline(r, colour, width))

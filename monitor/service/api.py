@@ -671,7 +671,7 @@ class _GuardedH11Protocol(H11Protocol):
             return
         await self._inner_app(scope, receive, send)
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # a stream server gives a Transport
         super().connection_made(transport)
         self._arm()
 

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -270,14 +271,13 @@ class MonitorService:
             items.append(lambda: self._watch_dead_letters(report))
         for e in report.events:
             key = (e.model_id, e.metric, e.attribute)
-            items.append(lambda e=e, key=key: ex.count_event(e, window_n.get(key, 0)))
+            items.append(partial(ex.count_event, e, window_n.get(key, 0)))
         for model, seconds in report.evaluations:
-            items.append(lambda model=model, seconds=seconds: self._count_evaluation(
-                model, seconds, now))  # fmt: skip
+            items.append(partial(self._count_evaluation, model, seconds, now))
         for model, (label, score, decision) in report.new_records.items():
-            items.append(lambda m=model, y=label, s=score, d=decision: self._health(m, y, s, d))
+            items.append(partial(self._health, model, label, score, decision))
         for key in report.drift:
-            items.append(lambda key=key: ex.count_drift(*key, window_n.get(key, 0)))
+            items.append(partial(ex.count_drift, *key, window_n.get(key, 0)))
         failures = 0
         for item in items:
             try:
@@ -427,7 +427,7 @@ class MonitorService:
                 if not cohort.n:
                     continue
                 result = compute(model_id, cohort)
-                self.pipeline.set_axis_result(model_id, result)  # type: ignore[arg-type]
+                self.pipeline.set_axis_result(model_id, result)  # type: ignore[arg-type]  # axis2/axis3 jobs only
                 at = pd.Timestamp(self.clock(), unit="s", tz="UTC")
                 self.store.write_axis_results(
                     axis, model_id, cohort.n, axis_payload(result), at, cursor=cursor,

@@ -67,6 +67,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -131,7 +132,7 @@ _CELL = ("model", "metric", "attribute")
 _EVAL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
-def is_identifier(value: object) -> bool:
+def is_identifier(value: object) -> TypeGuard[str]:
     """Whether a value may be a label value: a short identifier (see module docstring)."""
     return isinstance(value, str) and _IDENT.fullmatch(value) is not None
 
@@ -147,7 +148,7 @@ def _ident(label: str, value: object) -> str:
     """A label value that is a short identifier, or ValueError naming the label only."""
     if not is_identifier(value):
         raise ValueError(f"label {label!r}: not a short identifier")
-    return value  # type: ignore[return-value]
+    return value
 
 
 # ----------------------------------------------------------------------------- snapshot
@@ -331,9 +332,9 @@ def _coverage_families(cells: Sequence[CellEvaluation]) -> Iterator[Metric]:
             if not is_identifier(g.group) and not GROUP_CODE.fullmatch(g.group):
                 continue
             if float_or_none(g.coverage) is not None:
-                ratio.add_metric((*key, g.group), float(g.coverage))  # type: ignore[arg-type]
+                ratio.add_metric((*key, g.group), float(g.coverage))  # type: ignore[arg-type]  # a number: checked
             if float_or_none(g.median_delay_days) is not None:
-                delay.add_metric((*key, g.group), float(g.median_delay_days) * 86_400.0)  # type: ignore[arg-type]
+                delay.add_metric((*key, g.group), float(g.median_delay_days) * 86_400.0)  # type: ignore[arg-type]  # checked
         if ac.gap is not None:
             gap.add_metric(key, float(ac.gap))
             incomplete.add_metric(key, 1.0 if ac.gap > ac.max_gap else 0.0)
@@ -455,12 +456,12 @@ class _StateCollector(Collector):
                 continue
             if m.last_evaluation_at is not None:
                 last.add_metric((m.model_id,), float(m.last_evaluation_at))
-            if not published(m.window_records):
+            if m.window_records is None or not published(m.window_records):
                 continue  # a figure from fewer than SMALL_CELL records never leaves
             records.add_metric((m.model_id,), float(m.window_records))
             for fam, x in ((auroc, m.auroc), (accuracy, m.accuracy)):
                 if float_or_none(x) is not None:
-                    fam.add_metric((m.model_id,), float(x))  # type: ignore[arg-type]
+                    fam.add_metric((m.model_id,), float(x))  # type: ignore[arg-type]  # a number: checked
             for attr, groups in sorted(m.groups.items()):
                 if not is_identifier(attr):
                     continue
@@ -631,6 +632,7 @@ class Exporter:
             _ident("attribute", event.attribute),
         )
         state = "confirmed" if event.confirmed else "raw"
+        labels: tuple[str, ...]
         if event.kind == "verdict_flip":
             if event.direction not in VERDICT_DIRECTIONS:
                 raise ValueError("label 'direction': not a verdict flip direction")

@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from monitor import __version__
 from monitor.config import MonitorConfig
@@ -154,11 +155,13 @@ class FleetView:
         self.store.close()
 
 
-def idle_stopper(view: FleetView, until_idle_s: float | None) -> tuple[threading.Event, object]:
+def idle_stopper(
+    view: FleetView, until_idle_s: float | None
+) -> tuple[threading.Event, Callable[[bool], None]]:
     """A stop event, and the ``on_idle`` callback that sets it once the view has caught up
     and nothing new came for ``until_idle_s`` (None: never)."""
     stop = threading.Event()
-    state = {"since": None, "applied": -1}
+    state: dict[str, Any] = {"since": None, "applied": -1}
 
     def on_idle(caught_up: bool) -> None:
         view.set_caught_up(caught_up)

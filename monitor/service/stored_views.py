@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 
 from monitor.config import MonitorConfig
 from monitor.core.events import CellEvent
@@ -89,7 +90,7 @@ def stored_axes(
         cursor.close()
     for row in rows:
         row["cohort_n"], row["payload"] = published_axis_row(
-            row["cohort_n"], lambda p=row["payload"]: axis_result(axis, p)
+            row["cohort_n"], partial(axis_result, axis, row["payload"])
         )
     return rows
 

@@ -172,7 +172,7 @@ def migrate(c: duckdb.DuckDBPyConnection) -> None:
         "applied_at TIMESTAMPTZ DEFAULT now())"
     )
     current = int(
-        c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+        c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]  # type: ignore[index]  # one row: an aggregate query
     )
     if current > SCHEMA_VERSION:
         raise RuntimeError(
@@ -188,4 +188,4 @@ def migrate(c: duckdb.DuckDBPyConnection) -> None:
 
 def schema_version(c: duckdb.DuckDBPyConnection) -> int:
     """The schema version of the file of ``c``."""
-    return int(c.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0])
+    return int(c.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0])  # type: ignore[index]  # one row: an aggregate query

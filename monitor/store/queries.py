@@ -116,7 +116,7 @@ _AT_US = "(to_timestamp(0) + to_microseconds(CAST(? AS BIGINT)))"
 def cohort_bounds(c: duckdb.DuckDBPyConnection, model_id: str) -> tuple[int, int | None]:
     """(last sequence number, latest event time in microseconds) of a model's stored records;
     (0, None) for a model without records."""
-    seq, us = c.execute(
+    seq, us = c.execute(  # type: ignore[misc]  # one row: an aggregate query
         "SELECT coalesce(max(seq), 0), epoch_us(max(event_time)) FROM discharges "
         "WHERE model_id = ?",
         [model_id],
@@ -181,7 +181,7 @@ def cohort_extent(
     """(last sequence number, earliest event time in microseconds) of a model's records up to
     ``upto_seq`` with event time at or after ``from_us``: what is left of a cohort after its
     oldest records left it; (None, None) when nothing is."""
-    seq, first = c.execute(
+    seq, first = c.execute(  # type: ignore[misc]  # one row: an aggregate query
         f"SELECT max(seq), epoch_us(min(event_time)) FROM discharges WHERE model_id = ? "
         f"AND seq <= ? AND event_time >= {_AT_US}",
         [model_id, int(upto_seq), int(from_us)],
@@ -238,13 +238,13 @@ def tables(c: duckdb.DuckDBPyConnection) -> set[str]:
 def counts(c: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Rows per table of :data:`COUNTED_TABLES`."""
     return {
-        t: int(c.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in COUNTED_TABLES
+        t: int(c.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in COUNTED_TABLES  # type: ignore[index]  # one row: an aggregate query
     }
 
 
 def memory_mb(c: duckdb.DuckDBPyConnection) -> float:
     """What DuckDB accounts for (its buffer pool: data blocks, indexes), in MiB."""
-    (b,) = c.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()
+    (b,) = c.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()  # type: ignore[misc]  # one row: an aggregate query
     return float(b) / 2**20
 
 

@@ -4,6 +4,7 @@ view's, as functions of the one read-write connection."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import duckdb
@@ -16,7 +17,7 @@ def insert_frame(
     table: str,
     columns: Sequence[str],
     rows: Sequence[tuple[Any, ...]],
-    json_columns: set[str] = frozenset(),  # type: ignore[assignment]
+    json_columns: AbstractSet[str] = frozenset(),
     replace: bool = False,
 ) -> None:
     """Insert ``rows`` (tuples in ``columns`` order) with one statement; ``json_columns``
@@ -51,6 +52,6 @@ def update_else_upsert(
     ``{values}`` in both statements becomes the rows' VALUES placeholders."""
     values = ", ".join(["(" + ", ".join(["?"] * len(rows[0])) + ")"] * len(rows))
     params = [v for row in rows for v in row]
-    (updated,) = c.execute(update.format(values=values), params).fetchone()
+    (updated,) = c.execute(update.format(values=values), params).fetchone()  # type: ignore[misc]  # one row: UPDATE returns its count
     if updated < len(rows):
         c.execute(upsert.format(values=values), params)

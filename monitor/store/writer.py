@@ -204,7 +204,7 @@ class Store:
     # ------------------------------------------------------------------ plumbing
     @_serialised
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return int(self._conn.execute(sql, list(params)).fetchone()[0])
+        return int(self._conn.execute(sql, list(params)).fetchone()[0])  # type: ignore[index]  # one row: callers pass aggregates
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for another thread (DuckDB connections are not shared across threads)."""
@@ -560,7 +560,7 @@ class Store:
         return queries.model_partitions(self._conn)
 
     @_serialised
-    def model_states(self) -> dict[str, dict[str, int | None]]:
+    def model_states(self) -> dict[str, dict[str, Any]]:
         return queries.model_states(self._conn)
 
     @_serialised

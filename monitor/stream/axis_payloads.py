@@ -12,7 +12,7 @@ through string keys.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
@@ -29,6 +29,14 @@ def axis_payload(result: AxisResult) -> Any:
     return result.to_dict()
 
 
+@overload
+def axis_result(axis: Literal["axis2"], payload: Any) -> tuple[Axis2Cell, ...]: ...
+@overload
+def axis_result(axis: Literal["axis3"], payload: Any) -> Axis3Result: ...
+@overload
+def axis_result(axis: Literal["equilense"], payload: Any) -> EquiLenseResult: ...
+@overload
+def axis_result(axis: str, payload: Any) -> AxisResult: ...
 def axis_result(axis: str, payload: Any) -> AxisResult:
     """A stored payload of ``axis`` as its typed result (the inverse of :func:`axis_payload`)."""
     if axis == "axis2":

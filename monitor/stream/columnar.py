@@ -67,10 +67,10 @@ def parse_payloads(payloads: Sequence[bytes | None], config: MonitorConfig) -> p
     n = len(payloads)
     if not n or None in payloads:
         return None
-    sizes = list(map(len, payloads))
+    sizes = list(map(len, payloads))  # type: ignore[arg-type]  # no None: returned above
     if min(sizes) == 0 or max(sizes) > config.service.max_payload_bytes:
         return None
-    buf = b"\n".join(payloads)  # type: ignore[arg-type]
+    buf = b"\n".join(payloads)  # type: ignore[arg-type]  # no None: returned above
     # Every line one payload (no payload holds a newline) and every payload starting with
     # "{": no blank or whitespace-only payload (the reader would skip it), no byte-order
     # mark (the reader accepts one, orjson does not). Two objects in one payload would

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,7 @@ class Joins:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         order = np.argsort(np.asarray(self.label_pos, np.int64), kind="stable")
         return tuple(np.asarray(x, np.int64)[order] for x in
-                     (self.seq, self.label, self.delay_ns, self.label_pos))  # type: ignore[return-value]  # fmt: skip
+                     (self.seq, self.label, self.delay_ns, self.label_pos))  # type: ignore[return-value]  # four fields, four arrays  # fmt: skip
 
 
 @dataclass
@@ -115,6 +116,7 @@ def join_batch(
     # held outcomes are few (outcomes that came before their prediction): all of them
     held: dict[tuple[str, str], HeldOutcome] = {}
     held_payload: dict[tuple[str, str], bytes | None] = {}
+    h: HeldOutcome | None
     if held_n:
         for r in store.held_outcomes().itertuples(index=False):
             h = HeldOutcome(str(r.model_id), str(r.record_id), int(r.label), int(r.known_ns),
@@ -129,7 +131,8 @@ def join_batch(
     new_seqs = {p.seq: p for p in new}
 
     # the batch's events in payload order: new predictions and outcomes
-    events: list[tuple[int, int, object]] = [(p.index, 0, p) for p in new]
+    # (position, 0, NewPrediction) or (position, 1, (outcome row, known_ns))
+    events: list[tuple[int, int, Any]] = [(p.index, 0, p) for p in new]
     times_of = pd.DatetimeIndex(outcomes["event_time"]).as_unit("ns").asi8
     known_all = times_of if len(outcomes) else np.zeros(0, np.int64)
     for row, known_ns in zip(outcomes.itertuples(index=False), known_all.tolist(), strict=True):
@@ -179,7 +182,7 @@ def join_batch(
             labels[k] = h.label
             add_join(p.model_id, p.seq, h.label, h.known_ns - p.event_ns, p.model_pos)
             continue
-        o, known_ns = item  # type: ignore[misc]
+        o, known_ns = item
         k = (o.model_id, o.record_id)
         label = int(o.label)
         st = stored.get(k)
@@ -187,7 +190,7 @@ def join_batch(
         if k in labels and labels[k] >= 0:
             case = JoinCase.IDENTICAL if labels[k] == label else JoinCase.CONFLICTING
         elif visible:
-            seq, pos, ev, lab = st  # type: ignore[misc]
+            seq, pos, ev, lab = st  # type: ignore[misc]  # visible: st is not None
             case = judge(label, known_ns, StoredRecord(ev, lab), max_delay)
             if case is JoinCase.JOINED:
                 labels[k] = label
@@ -213,7 +216,8 @@ def join_batch(
     # held outcomes whose hold ran out by the end of the batch (their model's clock) are
     # dead-lettered; the batch's new ones not claimed in it are stored
     lo = np.iinfo(np.int64).min
-    keep, expired = [], []
+    keep: list[HeldOutcome] = []
+    expired: list[HeldOutcome] = []
     for h in held.values():
         (expired if is_expired(h, clocks.get(h.model_id, lo), hold) else keep).append(h)
     for h in expired:
@@ -230,20 +234,20 @@ def join_batch(
     )  # fmt: skip
     if report.joins:  # one statement for the batch's joins
         parts = [j.arrays() for j in report.joins.values()]
-        seq, label, delay, pos = (np.concatenate([p[k] for p in parts]) for k in range(4))
+        seqs, labs, delays, poss = (np.concatenate([p[k] for p in parts]) for k in range(4))
         by_seq = dict(zip(found["seq"].tolist(), found["event_ns"].tolist(), strict=True))
         by_seq.update({s: p.event_ns for s, p in new_seqs.items()})
-        scored = np.fromiter((by_seq[s] for s in seq.tolist()), np.int64, len(seq))
+        scored = np.fromiter((by_seq[s] for s in seqs.tolist()), np.int64, len(seqs))
         store.write_joins(pd.DataFrame({
-            "seq": seq, "label": label,
-            "outcome_time": pd.to_datetime(scored + delay, utc=True), "label_pos": pos,
+            "seq": seqs, "label": labs,
+            "outcome_time": pd.to_datetime(scored + delays, utc=True), "label_pos": poss,
         }))  # fmt: skip
     return report, dead
 
 
-def _model_of(event: tuple[int, int, object]) -> str:
+def _model_of(event: tuple[int, int, Any]) -> str:
     item = event[2]
-    return (item[0] if event[1] else item).model_id  # type: ignore[index, union-attr]
+    return (item[0] if event[1] else item).model_id
 
 
 def _advance_clocks(new: Sequence[NewPrediction], clocks: dict[str, int]) -> None:

@@ -321,7 +321,7 @@ class Pipeline:
         # from the last stored evaluation (the time the service exports for it).
         last = self.store.last_evaluation_times()
         for model_id, ms in restored.items():
-            ms.since_eval = ms.window.arrivals - ms.evaluated
+            ms.since_eval = ms.window.arrivals - ms.evaluated  # type: ignore[operator]  # set above
             ms.last_eval_wall = last.get(model_id, 0.0)
 
     def _restore_publications(
@@ -448,10 +448,10 @@ class Pipeline:
         if payloads and None not in payloads:
             # The usual batch: every payload a non-empty, small, valid JSON text. Checked
             # and decoded with C-level loops; any exception takes the per-payload path.
-            sizes = list(map(len, payloads))
+            sizes = list(map(len, payloads))  # type: ignore[arg-type]  # no None: checked above
             if min(sizes) > 0 and max(sizes) <= limit:
                 try:
-                    decoded = list(map(orjson.loads, payloads))
+                    decoded = list(map(orjson.loads, payloads))  # type: ignore[arg-type]  # no None: checked above
                 except (orjson.JSONDecodeError, RecursionError):
                     pass
                 else:
@@ -541,7 +541,7 @@ class Pipeline:
                     # outcomes are judged per message, by the per-message path's function
                     # (a token orjson refuses, in a column only outcomes fill: that path)
                     try:
-                        decoded = [orjson.loads(payloads[int(i)]) for i in out_pos]
+                        decoded = [orjson.loads(payloads[int(i)]) for i in out_pos]  # type: ignore[arg-type]  # a table: no None
                     except (orjson.JSONDecodeError, RecursionError):
                         return None
                     outs = validate_outcome_records(decoded, out_pos, self.config)
@@ -900,7 +900,7 @@ class Pipeline:
         before the evaluation at a hop point E every join with label_pos <= E is applied,
         the rest after the model's last new record of the batch."""
         hop = self.config.window.hop_records
-        submitted: list[tuple[_Job, dict]] = []
+        submitted: list[tuple[_Job, Any]] = []
         touched = {item.model_id for item in pending}
         # one stable sort splits the batch by model, keeping arrival order within each
         enc = pa.chunked_array([models]) if isinstance(models, pa.Array) else models

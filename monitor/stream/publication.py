@@ -272,7 +272,7 @@ class ModelPublication:
     def _state(self) -> dict[str, Any]:
         """The release points and released figures now, as JSON (what :meth:`saved`
         writes once the evaluation they belong to is written)."""
-        groups = {}
+        groups: dict[str, dict[str, Any]] = {}
         for (attr, code), (base, figures) in self.groups.items():
             shown = None if figures is None else [figures.records, figures.selection_rate]
             groups.setdefault(attr, {})[code] = {**base.to_dict(), "shown": shown}

@@ -487,7 +487,7 @@ def validate_records(
 
 
 def validate_outcome_records(
-    records: Sequence[Any], positions: Sequence[int], config: MonitorConfig
+    records: Sequence[Any], positions: Sequence[int] | np.ndarray, config: MonitorConfig
 ) -> ValidationResult:
     """Outcome messages (decoded, each with its batch position): a field an outcome does
     not have is ``unexpected_field``, the rest :func:`validate_outcome_frame`. The one
@@ -512,7 +512,7 @@ def _validate_mixed(records: Sequence[Any], config: MonitorConfig) -> Validation
     where = np.flatnonzero(~is_out)
     main = validate_records(rest, config) if rest else None
     out_pos = np.flatnonzero(is_out)
-    outs = validate_outcome_records([records[i] for i in out_pos], out_pos, config)
+    outs = validate_outcome_records([records[i] for i in out_pos.tolist()], out_pos, config)
     rejected = list(outs.rejected)
     if main is None:
         return ValidationResult(_empty_valid(config), sorted(rejected, key=lambda r: r.index),

@@ -66,7 +66,7 @@ class RecordBatch:
             self.label[index],
             self.decision[index],
             self.score[index],
-            self.delay[index],
+            self.delay[index],  # type: ignore[index]  # never None after __post_init__
         )
 
     @classmethod
@@ -191,7 +191,7 @@ class ModelWindow:
                 continue
             self._apply_to(self.pending, b.take(idx), -1, pending=True)
             b.label[idx] = lab
-            b.delay[idx] = np.maximum(dl, 0)
+            b.delay[idx] = np.maximum(dl, 0)  # type: ignore[index]  # never None after __post_init__
             self._apply_to(self.tables, b.take(idx), +1)
             moved += len(idx)
         return moved
