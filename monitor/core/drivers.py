@@ -43,6 +43,7 @@ from monitor.core.metrics import (
     selection_rate,
     true_positive_rate,
 )
+from monitor.core.numbers import float_or_none
 from monitor.core.privacy import RATE_DECIMALS, SMALL_CELL, rounded_rate, suppressed_groups
 
 #: Metrics whose value is the largest group figure only (the lowest group does not drive it).
@@ -493,12 +494,6 @@ def _label(metric: str, attribute: str) -> str:
     return f"{metric} by {attribute.replace('_', ' ')}"
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return None
-    return None if math.isnan(x) else float(x)
-
-
 def _pct(x: float) -> str:
     return "under 1 %" if 0 < x < 0.005 else f"{round(100 * x):d} %"
 
@@ -522,7 +517,7 @@ def _who(
     if row.get(f"{side}_withheld") or row.get(f"{side}_group") in (None, ""):
         return "a small group", "a small group", None, None
     code = str(row[f"{side}_group"])
-    rate, share = _num(row.get(f"{side}_rate")), _num(row.get(f"{side}_share"))
+    rate, share = float_or_none(row.get(f"{side}_rate")), float_or_none(row.get(f"{side}_share"))
     if labels is None:  # the API's rows: the group as its code, which its fields carry
         return f"{code} patients", code, rate, share
     g = group_name(code, labels)

@@ -28,14 +28,23 @@ def as_float(x: Any) -> float:
 
 
 def float_or_none(x: Any) -> float | None:
-    """A float, or None where there is no number (None, NaN); infinities are kept.
+    """A float, or None where there is no number: None, NaN, a bool, or a string that is
+    not one (a count withheld as "<11" carries no number); infinities are kept.
+
+    The one decoder of numbers read back from JSON, the store and the audit files (the
+    report, the drivers' sentences and the exporter all call it).
 
     >>> float_or_none(float("nan")), float_or_none("inf"), float_or_none(0.5)
     (None, inf, 0.5)
+    >>> float_or_none("<11"), float_or_none(True), float_or_none("Infinity")
+    (None, None, inf)
     """
-    if x is None:
+    if x is None or isinstance(x, bool):
         return None
-    f = as_float(x)
+    try:
+        f = as_float(x)
+    except (TypeError, ValueError):
+        return None
     return None if math.isnan(f) else f
 
 

@@ -53,6 +53,7 @@ from monitor.config.errors import UserError
 from monitor.core.axis1 import needs_words
 from monitor.core.drivers import driver_clause, driver_sentence
 from monitor.core.events import CellEvent
+from monitor.core.numbers import float_or_none
 from monitor.publish.axes import published_axis3_note
 from monitor.publish.counts import published_count, published_size, rounded_count
 from monitor.publish.mppd import family_hidden, published_pair_matrix
@@ -355,21 +356,6 @@ class ReportData:
 # --------------------------------------------------------------------------- parsing helpers
 
 
-def _num(x: Any) -> float | None:
-    """A JSON number as float; None for null/NaN; math.inf for "inf"."""
-    if x is None:
-        return None
-    if isinstance(x, str):
-        if x in ("inf", "Infinity"):
-            return math.inf
-        try:
-            x = float(x)
-        except ValueError:
-            return None
-    x = float(x)
-    return None if math.isnan(x) else x
-
-
 def _int(x: Any) -> int | None:
     """A count, or None when it is withheld ("<11") or missing."""
     if x is None or isinstance(x, str):
@@ -390,7 +376,7 @@ def cell_from_result(
     small = window_n < SMALL_CELL
 
     def shown(x: Any) -> float | None:
-        return None if small else _num(x)
+        return None if small else float_or_none(x)
 
     return CellPoint(
         model_id=str(r["model_id"]),
@@ -438,7 +424,7 @@ def _needs(r: Mapping[str, Any]) -> str:
 
 
 def _coverage_gap(d: Any) -> float | None:
-    return _num(d.get("gap")) if isinstance(d, Mapping) else None
+    return float_or_none(d.get("gap")) if isinstance(d, Mapping) else None
 
 
 def coverage_points(
@@ -453,12 +439,12 @@ def coverage_points(
         if window_n < SMALL_CELL:
             continue
         groups = {
-            str(code): _num(g.get("coverage")) if isinstance(g, Mapping) else None
+            str(code): float_or_none(g.get("coverage")) if isinstance(g, Mapping) else None
             for code, g in (d.get("groups") or {}).items()
         }
         out.append(
             CoveragePoint(
-                attr, ev, times.get((model, ev)), groups, _num(d.get("gap")),
+                attr, ev, times.get((model, ev)), groups, float_or_none(d.get("gap")),
                 float(d.get("max_gap") or 0.0), str(d.get("reason") or ""),
             )
         )  # fmt: skip
@@ -562,17 +548,17 @@ def mppd_attributes(per_attr: Mapping[str, AttributeMPPD]) -> list[MPPDAttribute
             bars.append(
                 ReferenceBar(
                     group=g.group,
-                    mean=None if small else _num(g.mean),
+                    mean=None if small else float_or_none(g.mean),
                     pairs=pairs,
                     low_support=g.low_support,
-                    gap=None if small else _num(g.gap_to_reference),
+                    gap=None if small else float_or_none(g.gap_to_reference),
                     suppressed=small,
-                    se=None if small else _num(g.se),
+                    se=None if small else float_or_none(g.se),
                 )
             )
         pairs_rows = published_pair_matrix(pw.pairs)
         means = tuple(
-            tuple(_num(m) if n is not None else None for m, n in zip(mr, pr, strict=True))
+            tuple(float_or_none(m) if n is not None else None for m, n in zip(mr, pr, strict=True))
             for mr, pr in zip(pw.means, pairs_rows, strict=True)
         )
         n = len(pw.groups)
@@ -607,7 +593,7 @@ def _disparity(
         se = None if hi.se is None or lo.se is None else math.hypot(hi.se, lo.se)
     elif between is None:
         se = None
-    return {"disparity": hi.mean - lo.mean, "disparity_se": _num(se)}  # type: ignore[operator]  # shown: has a mean
+    return {"disparity": hi.mean - lo.mean, "disparity_se": float_or_none(se)}  # type: ignore[operator]  # shown: has a mean
 
 
 def mppd_basis(sampling: MPPDSampling | None) -> str:
@@ -1168,7 +1154,7 @@ def _audit_axis3(cells: list[AuditCell], model: str, cfg: MonitorConfig) -> Axis
     metrics = tuple(
         MetricKappa(
             metric=m,
-            kappa=None if small else _num(c.kappa),
+            kappa=None if small else float_or_none(c.kappa),
             band=c.kappa_band,
             degenerate=bool(c.kappa_degenerate),
             fails="axis3" in c.tier.failed_axes,
