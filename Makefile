@@ -54,12 +54,17 @@ system-deps:
 # per worker): the suite waits on brokers and processes as much as it computes
 # (docs/decisions.md, "Suite time"). The documentation site is built into site/ with
 # --strict: a broken link, anchor or API reference fails the target.
+# --max-worker-restart 0: a worker that dies (a test past its timeout, a segfault) ends the
+# run at once, naming the test. pytest-xdist 3.8 under --dist loadfile otherwise hands the
+# crashed test to each replacement worker again (xdist PR #1371: nine reruns of a 600 s
+# timeout, an hour and a half), or leaves the replacement waiting for work that never comes
+# (xdist issues #784 and #1327): CI ran to its limit instead of failing.
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(MAKE) --no-print-directory typecheck
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --max-worker-restart 0
 
 bench: $(STAMP)
 	$(BIN)/vfr-monitor bench axis1
