@@ -32,7 +32,7 @@ import time
 import types
 import warnings
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -261,6 +261,32 @@ def _broker_connected_probe(consumer: Any) -> Callable[[], bool]:
     return lambda: count.value() > 0
 
 
+#: How long a new source waits for its topics' partitions before joining its group anyway
+#: (a service started before its producers created the topic starts that much later).
+METADATA_WAIT_S = 10.0
+
+
+def await_partitions(consumer: Any, topics: Sequence[str], timeout_s: float) -> list[str]:
+    """Load the partition metadata of ``topics`` before the consumer joins its group; the
+    topics that still have none after ``timeout_s``.
+
+    Why: kafka-python's group leader computes the assignment from the metadata it holds at
+    that moment. A consumer subscribed right after its topic was created (a fresh broker, a
+    test, a first deployment) joined holding none ("No partition metadata for topic ..."
+    from the sticky assignor), was assigned nothing and sat in a rebalance with no partition
+    for a minute or more while its topic filled (seen in the source tests under load). A
+    constructor right after ``ensure_topic`` held the topic's partitions in 0 of 10 tries
+    before this wait.
+    """
+    deadline = time.monotonic() + timeout_s
+    missing = list(topics)
+    while True:
+        missing = [t for t in missing if not consumer.partitions_for_topic(t)]
+        if not missing or time.monotonic() >= deadline:
+            return missing
+        time.sleep(0.1)
+
+
 class KafkaSource:
     """Consume ``cfg.topics`` in group ``cfg.group_id`` and feed ``sink`` at least once.
 
@@ -311,6 +337,13 @@ class KafkaSource:
         )
         self._consumer = open_consumer(cfg)
         self._broker_connected = _broker_connected_probe(self._consumer)
+        wait_s = min(cfg.bootstrap_timeout_ms / 1000, METADATA_WAIT_S)
+        missing = await_partitions(self._consumer, cfg.topics, wait_s)
+        if missing:
+            log.warning(
+                "kafka source: no partitions of %s on the broker after %g s; consuming "
+                "them once they are created", ", ".join(missing), wait_s,
+            )  # fmt: skip
         listener = _rebalance_listener(kafka, self._record_rebalance)
         self._consumer.subscribe(topics=list(cfg.topics), listener=listener)
         log.info("kafka source: %s", cfg.describe())

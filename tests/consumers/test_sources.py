@@ -182,6 +182,32 @@ def test_all_messages_once_in_offset_order_then_committed(kafka_broker: str) -> 
     assert validate_records(got, MonitorConfig()).rejected == []
 
 
+def test_a_source_opened_right_after_its_topic_was_created_joins_knowing_its_partitions(
+    kafka_broker: str,
+) -> None:
+    """The group's assignment is computed from the metadata its members hold when they
+    join: a consumer that joined before it had its new topic's partitions was assigned
+    nothing and waited in a rebalance for a minute or more (a source-test failure under
+    load; "No partition metadata for topic" in its log). Without the source's wait a
+    constructor held them in 0 of 5 tries."""
+    for _ in range(5):
+        topic = new_topic(kafka_broker)
+        with KafkaSource(config(kafka_broker, topic), RecordingSink()) as source:
+            known = source._consumer._cluster.partitions_for_topic(topic)
+            assert known == set(range(PARTITIONS)), known
+
+
+def test_a_topic_that_never_appears_delays_the_start_by_a_bounded_wait(
+    kafka_broker: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = f"absent-{uuid.uuid4().hex[:10]}"
+    t0 = time.monotonic()
+    with KafkaSource(config(kafka_broker, topic, bootstrap_timeout_ms=2_000), RecordingSink()):
+        took = time.monotonic() - t0
+    assert 2.0 <= took < 2.0 + 10, took  # the configured bound (under METADATA_WAIT_S)
+    assert f"no partitions of {topic} on the broker after 2 s" in caplog.text
+
+
 def test_failed_sink_call_commits_nothing_and_batch_is_redelivered(kafka_broker: str) -> None:
     topic = new_topic(kafka_broker)
     produce_records(kafka_broker, topic, records(300))
