@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from consumers.encoding import encode_record
-from consumers.kafka_source import _kafka, consumer_kwargs
+from consumers.kafka_source import METADATA_WAIT_S, _kafka, await_partitions, consumer_kwargs
 from monitor.config.sources import KafkaConfig
 
 
@@ -137,6 +137,7 @@ def consume_raw(
                       max_batch=max_batch)  # fmt: skip
     consumer = kafka.KafkaConsumer(topic, **consumer_kwargs(cfg))
     try:
+        await_partitions(consumer, [topic], METADATA_WAIT_S)  # as the source does
         got = 0
         start = time.perf_counter()
         deadline = time.monotonic() + 600
