@@ -57,7 +57,8 @@ def test_body_tricklers_leave_the_probes_answered():
     got = http_limits.attack_bodies(clients=2, seconds=1.0)
     assert got.startswith("2 body tricklers for 1 s: /healthz: median ")
     for path in ("/healthz", "/readyz", "/metrics"):
-        m = re.search(re.escape(path) + r": median [\d.]+ s, max [\d.]+ s, (\d+)/(\d+) answered", got)
+        pattern = re.escape(path) + r": median [\d.]+ s, max [\d.]+ s, (\d+)/(\d+) answered"
+        m = re.search(pattern, got)
         assert m and m.group(1) == m.group(2) != "0", got
 
 

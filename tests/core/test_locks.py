@@ -22,18 +22,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def shared_book(tmp_path, monkeypatch) -> Iterator[tuple[list[Violation], Path]]:
-    """The process-wide book, for tests that record into it on purpose: yields the
-    violations recorded during the test and the file they are appended to (this test's
-    own, not the suite's); removes them afterwards, so the suite's per-test check
-    (tests/conftest.py) does not count these deliberate ones."""
+def shared_book(tmp_path, monkeypatch) -> Iterator[Path]:
+    """The process-wide book, for tests that record into it on purpose: yields the file
+    violations are appended to (this test's own, not the suite's) and removes what the
+    test recorded afterwards, so the suite's per-test check (tests/conftest.py) does not
+    count these deliberate ones."""
     path = tmp_path / "violations.jsonl"
     monkeypatch.setenv(locks.ENV, str(path))
     before = len(locks.violations())
-    recorded: list[Violation] = []
-    yield recorded, path
+    yield path
     with locks._violations_lock:  # the checker's own book: drop what this test put there
-        recorded.extend(locks._violations[before:])
         del locks._violations[before:]
 
 
@@ -165,7 +163,7 @@ def test_named_lock(monkeypatch):
 
 
 def test_the_shared_book_is_kept_and_appended_to_the_named_file(shared_book):
-    recorded, path = shared_book
+    path = shared_book
     store, pipeline = CheckedLock("store"), CheckedLock("pipeline")
     t = threading.Thread(target=lambda: [store.acquire(), pipeline.acquire()], name="late")
     t.start()
@@ -180,7 +178,7 @@ def test_the_shared_book_is_kept_and_appended_to_the_named_file(shared_book):
 
 
 def test_the_shared_book_writes_no_file_when_the_switch_is_a_flag(shared_book, monkeypatch):
-    recorded, path = shared_book
+    path = shared_book
     monkeypatch.setenv(locks.ENV, "1")
     monkeypatch.chdir(path.parent)
     store, exporter = CheckedLock("store"), CheckedLock("exporter")

@@ -4,6 +4,7 @@ read it."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
@@ -45,7 +46,7 @@ def test_nice_ticks_are_round_evenly_spaced_and_inside_the_range(lo, span, n):
     tol = span * 1e-6
     assert all(lo - tol <= t <= hi + tol for t in ticks)
     step = ticks[1] - ticks[0]
-    assert all(math.isclose(b - a, step, rel_tol=1e-6) for a, b in zip(ticks, ticks[1:]))
+    assert all(math.isclose(b - a, step, rel_tol=1e-6) for a, b in itertools.pairwise(ticks))
     mantissa = step / 10.0 ** math.floor(math.log10(step))
     assert any(math.isclose(mantissa, m, rel_tol=1e-6) for m in (1, 2, 2.5, 5, 10))
     assert len(ticks) <= 2 * (n + 3) + 1

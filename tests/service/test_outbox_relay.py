@@ -2,8 +2,9 @@
 
 The publisher here is an in-process one that keeps what it is given (the protocol's two
 methods); the broker's own publisher (consumers.results_topic) is exercised with a real
-broker by tests/consumers/test_results_topic.py and tests/scenarios/test_fleet_kafka.py. A broker that refuses a publish is the one
-fault caused by hand: the publisher raises on the calls the test names.
+broker by tests/consumers/test_results_topic.py and tests/scenarios/test_fleet_kafka.py.
+A broker that refuses a publish is the one fault caused by hand: the publisher raises on
+the calls the test names.
 """
 
 from __future__ import annotations

@@ -66,8 +66,9 @@ def rows(store: Store, sql: str) -> list[tuple]:
 def test_a_window_result_replaces_its_twin_and_the_cell_shows_the_latest_released(store):
     store.apply_results([window(1, 600, 1.1), window(2, 750, 1.2, released=False)])
     store.apply_results([window(1, 600, 1.3, tier="unreliable")])  # recomputed by a new owner
-    assert rows(store, "SELECT evaluation, result->>'$.vfr', tier FROM window_results "
-                       "ORDER BY evaluation") == [(1, "1.3", "unreliable"), (2, "1.2", "reliable")]  # fmt: skip
+    got = rows(store, "SELECT evaluation, result->>'$.vfr', tier FROM window_results "
+                      "ORDER BY evaluation")  # fmt: skip
+    assert got == [(1, "1.3", "unreliable"), (2, "1.2", "reliable")]
     # evaluation 2 is withheld (released false): the cell shows evaluation 1
     assert rows(store, "SELECT model_id, metric, attribute, state, latest->>'$.vfr' "
                        "FROM cell_state") == [("m1", "DI", "race", "{}", "1.3")]  # fmt: skip
@@ -82,6 +83,7 @@ def test_a_window_result_replaces_its_twin_and_the_cell_shows_the_latest_release
 def test_an_event_keeps_its_id_when_redelivered_and_a_new_one_gets_the_next(store):
     store.apply_results([event("unreliable")])
     [(first, new)] = rows(store, "SELECT id, new FROM events")
+    assert new == "unreliable"
     store.apply_results([event("fragile")])  # the same event, recomputed: replaced in place
     assert rows(store, "SELECT id, new, axes->>'$.axis1', decision_config FROM events") == [
         (first, "fragile", "fragile", "d1")
