@@ -65,7 +65,7 @@ def test_the_split_is_published_rounded_or_withheld(tmp_path):
 
 
 def test_a_directory_that_is_not_an_intervene_output(tmp_path):
-    with pytest.raises(ReportInputError, match="no baselines.json"):
+    with pytest.raises(ReportInputError, match=r"no baselines\.json"):
         read_interventions(tmp_path)
     with pytest.raises(ReportInputError, match="no baseline rows"):
         read_interventions(write(tmp_path / "empty", {"baselines": []}))
