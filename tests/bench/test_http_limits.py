@@ -29,14 +29,15 @@ def test_summary_gives_median_max_and_share_answered():
 
 
 def test_half_open_connections_and_a_trickled_header_are_cut_at_the_header_deadline(capsys):
-    assert main(["--half-open", "3", "--header-timeout", "0.5", "--trickle-max", "10"]) == 0
+    assert main(["--half-open", "10", "--header-timeout", "0.5", "--trickle-max", "10"]) == 0
     out = capsys.readouterr().out
-    m = re.search(r"threads with 3 half-open connections: before (\d+), while open (\d+), "
+    m = re.search(r"threads with 10 half-open connections: before (\d+), while open (\d+), "
                   r"4 s later (\d+); connections closed by the server: (\d+)", out)  # fmt: skip
     assert m, out
     before, during, after, closed = map(int, m.groups())
-    assert closed == 3  # every one cut by the server after its 0.5 s
-    assert during <= before + 1 and after <= before + 1  # no thread per connection
+    assert closed == 10  # every one cut by the server after its 0.5 s
+    # no thread per connection (that would be 10 more); other tests' threads may come and go
+    assert during <= before + 3 and after <= before + 3
     t = re.search(r"trickled header: disconnected after ([\d.]+) s", out)
     assert t, out
     assert 0.4 <= float(t.group(1)) < 5
