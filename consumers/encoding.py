@@ -75,7 +75,9 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
 
     Top-level missing values (None stays null; NaN/NaT are omitted, as an empty CSV cell
     would be), datetimes become RFC 3339 strings (naive = UTC, written with "Z"), numpy
-    scalars become plain numbers, nested NaN/inf become null.
+    scalars become plain numbers, +/-inf (top-level or nested) and nested NaN become null:
+    never the ``Infinity``/``NaN`` tokens, which standard JSON lacks and the service's
+    parser refuses (the record would be dead-lettered as invalid JSON, not named by field).
     """
     clean = {}
     for key, value in record.items():
@@ -84,7 +86,9 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
             continue
         if _missing(value):
             continue
-        if isinstance(value, Mapping | list | tuple):
+        if isinstance(value, float) and not math.isfinite(value):  # np.float64 too
+            value = None
+        elif isinstance(value, Mapping | list | tuple):
             value = _finite(value)
         clean[key] = value
     return _ENCODER.encode(clean).encode()
