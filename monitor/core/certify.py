@@ -19,33 +19,42 @@ TI and the calibration metrics are not linear in rates: such cells are *not cert
 (:func:`pair_spec` returns None) and keep VFR and tiers only.
 
 The e-value of one block for one pair. Given the block's counts (x_g successes of n_g
-trials per group) and bets (lambda_a, lambda_b) fixed before the block,
+trials per group) and bets (lambda_a, lambda_b) fixed before the block's outcomes (from
+the past and the block's trial counts n_g),
 
     e = exp(lambda_a x_a + lambda_b x_b) / sup_{p in null} prod_g (1 - p_g + p_g e^lambda_g)^n_g
 
 has expectation at most 1 for every rate pair p in the null when the records of a group
 are independent Bernoulli(p_g) given the past (the denominator is their moment
-generating function, maximised over the null). The null of a *fail* test is "the pair
-passes" (bets lambda_a <= 0 <= lambda_b), of a *pass* test "the pair fails" (the
-closure p_a <= theta p_b - eps, bets reversed). The supremum lies on the segment
-p_a = theta p_b - eps, where the log of the denominator is concave: it is found in
-closed form (:func:`log_e_values`). The bets are the log-odds ratios between the rates
-predicted from the recent past (exponentially decayed counts) and their KL projection
-onto that segment (to second order): the growth-optimal bet if the prediction is
-right, valid whatever it is.
+generating function given n, maximised over the null; so the bets may depend on n, and
+they must to grow: bets sized for the expected trials lost a third of the growth to the
+block-to-block spread of n_a / n_b, docs/method.md section 11). The null of a *fail*
+test is "the pair passes" (bets lambda_a <= 0 <= lambda_b), of a *pass* test "the pair
+fails" (the closure p_a <= theta p_b - eps, bets reversed). The supremum lies on the
+segment p_a = theta p_b - eps, where the log of the denominator is concave: it is found
+in closed form (:func:`log_e_values`). Each pair and direction runs several detectors
+with different bets (below, their mean is the pair's detector): the *plug-in*, the
+log-odds ratios between the rates predicted from the recent past (exponentially decayed
+counts) and their KL projection onto that segment (:func:`growth_bets`), the
+growth-optimal bet if the prediction is right; and a *grid* of fixed strengths
+(:func:`grid_bets`), bets on a crossing of a given size (expected log-growth 1/8, 1/2,
+2, 8 nats a block) from the first block after it, where the plug-in waits for its
+decayed prediction to cross. Every bet is valid whatever it is.
 
 From e-values to a page (Shiryaev-Roberts e-detector, Shin, Ramdas and Rinaldo 2023).
-Per pair and direction R_t = (w_t + R_{t-1}) e_t, R_0 = 0, with w_t the block's length
-in years. Under the null E[R_t | past] <= w_t + R_{t-1}, so R_t - (elapsed years) is a
-supermartingale, and resetting R to 0 whenever it reaches c keeps it one: the expected
-number of threshold crossings in Y years is at most Y / c. A cell *certifies fail* when
-the mean of its pairs' R reaches c (valid when every pair passes), and *certifies pass*
-when the smallest of them does (each failing pair alone would have to cross). A
-certification resets the cell (evidence from the records since its last change only).
-A page is a certified change, pass to fail or fail to pass; a false page needs a false
-certification, at most two pages per false certification, so with C certified cells per
-model, c = 2 C / budget keeps the expected false pages per model-year within the budget
-(:func:`threshold_for_budget`; e-Bonferroni over cells).
+Per pair, direction and bet R_t = (w_t + R_{t-1}) e_t, R_0 = 0, with w_t the block's
+length in years; the pair's detector is the mean of its K = 5 bets' R (a mean of
+e-detectors is one: the best bet's R must reach K c, log K nats, while the mixture bets
+on the right size from the first block). Under the null E[R_t | past] <= w_t + R_{t-1},
+so R_t - (elapsed years) is a supermartingale, and resetting R to 0 whenever it reaches
+c keeps it one: the expected number of threshold crossings in Y years is at most Y / c.
+A cell *certifies fail* when the mean of its pairs' R reaches c (valid when every pair
+passes), and *certifies pass* when the smallest of them does (each failing pair alone
+would have to cross). A certification resets the cell (evidence from the records since
+its last change only). A page is a certified change, pass to fail or fail to pass; a
+false page needs a false certification, at most two pages per false certification, so
+with C certified cells per model, c = 2 C / budget keeps the expected false pages per
+model-year within the budget (:func:`threshold_for_budget`; e-Bonferroni over cells).
 
 Example (one cell, DI by sex, 1,000 records a look, the women's selection rate 0.30
 against the men's 0.50, DI 0.60):
@@ -87,6 +96,9 @@ MAX_BET = 3.0
 HALF_LIFE_BLOCKS = 3.0
 #: Rate points beyond the boundary a bet aims at at least (``growth_bets``).
 BET_MARGIN = 0.02
+#: Per-block expected log-growth (nats) the fixed-strength bets of a pair aim at, one
+#: e-detector each (``grid_bets``); the pair's detector is their mean with the plug-in's.
+BET_GRID_NATS = (1 / 8, 1 / 2, 2.0, 8.0)
 #: Detectors are capped here (far above any threshold) so products never overflow.
 _R_CAP = 1e200
 
@@ -210,15 +222,15 @@ def growth_bets(
     side: str,
     margin: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bets (lambda_a, lambda_b) for predicted rates q and expected trials n: the log-odds
+    """Bets (lambda_a, lambda_b) for predicted rates q and the block's trials n: the log-odds
     ratios of q against its KL projection p* onto the boundary (the e-value is then the
     likelihood ratio of q against p*, and p* is where the denominator's supremum lies:
     the growth-optimal bet when q is right). A prediction less than ``margin`` beyond the
     boundary (or inside the null) is replaced by the point ``margin`` beyond it (group
     a's rate moved); zero bets where no rate in (0, 1) is that far beyond.
 
-    Any bet fixed before the block keeps the e-value valid; this one only decides how
-    fast evidence grows.
+    Any bet fixed before the block's outcomes (from the past and the block's trial
+    counts) keeps the e-value valid; this one only decides how fast evidence grows.
     """
     q_a = np.asarray(q_a, np.float64)
     q_b = np.clip(np.asarray(q_b, np.float64), 1e-3, 1 - 1e-3)
@@ -242,6 +254,55 @@ def growth_bets(
     else:
         lam_a, lam_b = np.maximum(lam_a, 0.0), np.minimum(lam_b, 0.0)
     return np.where(beyond, lam_a, 0.0), np.where(beyond, lam_b, 0.0)
+
+
+def grid_bets(
+    q_a: np.ndarray,
+    q_b: np.ndarray,
+    n_a: ArrayLike,
+    n_b: ArrayLike,
+    theta: float,
+    eps: float,
+    side: str,
+    nats: Sequence[float],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed-strength bets, one per entry of ``nats`` on a new last axis: from the boundary
+    point p0 nearest the predicted rates q (KL projection), the alternative a distance
+    Delta beyond the boundary along its Fisher normal, Delta chosen so that the expected
+    log-growth per block at that alternative is about ``nats`` (Delta^2 / 2V, V the
+    variance of the block's estimate of p_a - theta p_b at p0 and n trials); the bets are
+    the log-odds ratios of the alternative against p0.
+
+    Why: a bet that waits for the prediction to cross lags a change by the half-life of
+    the counts behind it, and a plug-in of a noisy rate (EOPP's ~170 positives a block)
+    bets on the wrong distance. Here only the *place* on the boundary comes from the
+    past, and to first order the growth does not depend on it (the bets are a multiple
+    of the constraint's gradient in the trials' units: the e-value is a tilt of the
+    block's estimate of p_a - theta p_b); each strength is the growth-optimal bet for
+    crossings of that size from the first block after them.
+    """
+    q_a = np.clip(np.asarray(q_a, np.float64), 1e-3, 1 - 1e-3)
+    q_b = np.clip(np.asarray(q_b, np.float64), 1e-3, 1 - 1e-3)
+    n_a = np.maximum(np.asarray(n_a, np.float64), 1e-9)
+    n_b = np.maximum(np.asarray(n_b, np.float64), 1e-9)
+    pb, pa = kl_projection(q_a, q_b, n_a, n_b, theta, eps)
+    v_a, v_b = pa * (1 - pa) / n_a, pb * (1 - pb) / n_b
+    var = v_a + theta**2 * v_b
+    k = np.asarray(nats, np.float64)
+    delta = np.sqrt(2.0 * k * var[..., None])
+    sign = -1.0 if side == "fail" else 1.0
+    alt_a = np.clip(pa[..., None] + sign * delta * (v_a / var)[..., None], 1e-3, 1 - 1e-3)
+    alt_b = np.clip(pb[..., None] - sign * delta * (theta * v_b / var)[..., None], 1e-3, 1 - 1e-3)
+
+    def logit(v: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.log(v) - np.log1p(-v)
+        return out
+
+    lam_a = np.clip(logit(alt_a) - logit(pa)[..., None], -MAX_BET, MAX_BET)
+    lam_b = np.clip(logit(alt_b) - logit(pb)[..., None], -MAX_BET, MAX_BET)
+    if side == "fail":
+        return np.minimum(lam_a, 0.0), np.maximum(lam_b, 0.0)
+    return np.maximum(lam_a, 0.0), np.minimum(lam_b, 0.0)
 
 
 def kl_projection(
@@ -289,11 +350,14 @@ def threshold_for_budget(false_pages_per_year: float, cells: int) -> float:
 class CertifiedCell:
     """The certified verdict of one cell (or of a batch of independent copies of it).
 
-    State: the verdict, per ordered pair and direction the e-detector R, the decayed
-    rate counts behind the bets, and the groups that enter. ``update`` takes one block of
-    new records as per-rate (successes, trials) arrays of shape (..., G) (``batch`` the
-    leading shape, () for one cell) and the block's length in years; it returns the
-    verdict change (old, new) of a single cell, None when there is none. Batched copies
+    State: the verdict, per ordered pair, direction and bet the e-detector R (``r_fail``,
+    ``r_pass``: (..., pairs, 1 + len(grid)), the plug-in's first; a pair's detector is
+    their mean), the decayed rate counts behind the bets, and the groups that enter.
+    ``grid`` the strengths of the fixed bets (``grid_bets``; () leaves the plug-in alone).
+    ``update`` takes one block of new records as per-rate (successes, trials) arrays of
+    shape (..., G) (``batch`` the leading shape, () for one cell) and the block's length
+    in years; it returns the verdict change (old, new) of a single cell, None when there
+    is none. Batched copies
     report their changes in ``last_change`` (0 none, 1 certified pass, 2 certified fail)
     and ``last_old``.
 
@@ -313,6 +377,7 @@ class CertifiedCell:
         min_group_support: int = 20,
         half_life_blocks: float = HALF_LIFE_BLOCKS,
         margin: float = BET_MARGIN,
+        grid: Sequence[float] = BET_GRID_NATS,
     ):
         spec = pair_spec(rule)
         if spec is None:
@@ -324,6 +389,8 @@ class CertifiedCell:
         self.min_group_support = int(min_group_support)
         self.decay = 0.5 ** (1.0 / half_life_blocks)
         self.margin = float(margin)
+        self.grid = tuple(float(v) for v in grid)
+        K = 1 + len(self.grid)  # the plug-in, then one detector per grid strength
         G, R = len(self.groups), len(spec.rates)
         a, b = np.where(~np.eye(G, dtype=bool))
         self.pair_a, self.pair_b = a, b  # ordered pairs, repeated per rate below
@@ -331,8 +398,8 @@ class CertifiedCell:
         P = R * len(a)
         self.x = np.zeros((*self.batch, R, G))
         self.n = np.zeros((*self.batch, R, G))
-        self.r_fail = np.zeros((*self.batch, P))
-        self.r_pass = np.zeros((*self.batch, P))
+        self.r_fail = np.zeros((*self.batch, P, K))
+        self.r_pass = np.zeros((*self.batch, P, K))
         self.entering = np.zeros((*self.batch, G), dtype=bool)
         self.state = np.zeros(self.batch, dtype=np.int8)
         self.records = np.zeros(self.batch)  # trials of the first rate since the last change
@@ -368,12 +435,23 @@ class CertifiedCell:
     def _statistics(self) -> tuple[np.ndarray, np.ndarray]:
         mask = self._pair_mask()
         k = np.maximum(mask.sum(axis=-1), 1)
-        fail = np.where(mask, self.r_fail, 0.0).sum(axis=-1) / k
-        ok = np.where(mask, self.r_pass, np.inf).min(axis=-1)
+        r_fail, r_pass = self.r_fail.mean(axis=-1), self.r_pass.mean(axis=-1)
+        fail = np.where(mask, r_fail, 0.0).sum(axis=-1) / k
+        ok = np.where(mask, r_pass, np.inf).min(axis=-1)
         ok = np.where(mask.any(axis=-1), ok, 0.0)
         return fail, ok
 
     # ---------------------------------------------------------------- updates
+    def _bets(
+        self, qa: np.ndarray, qb: np.ndarray, na: np.ndarray, nb: np.ndarray, side: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every detector's bets, (..., pairs, 1 + grid): the plug-in first."""
+        theta, eps = self.spec.theta, self.spec.eps
+        la, lb = growth_bets(qa, qb, na, nb, theta, eps, side, self.margin)
+        ga, gb = grid_bets(qa, qb, na, nb, theta, eps, side, self.grid)
+        return (np.concatenate([la[..., None], ga], axis=-1),
+                np.concatenate([lb[..., None], gb], axis=-1))  # fmt: skip
+
     def update(
         self, counts: Mapping[str, tuple[np.ndarray, np.ndarray]], years: float | np.ndarray
     ) -> tuple[str, str] | None:
@@ -386,42 +464,44 @@ class CertifiedCell:
         years = np.asarray(years, np.float64)
         if np.any(years < 0):
             raise ValueError("a block's length in years cannot be negative")
-        # bets and entering groups from the past only (predictable)
+        # bets from the past and the block's trial counts only (the e-value is valid given
+        # them: module docstring), entering groups from the past only
         # an array: the group axis stays (numpy's stubs allow a scalar for .all)
         entering = cast(np.ndarray, (self.n >= self.min_group_support).all(axis=-2))
         moved = (entering != self.entering).any(axis=-1)
         self.entering = entering
-        self.r_fail = np.where(moved[..., None], 0.0, self.r_fail)
-        self.r_pass = np.where(moved[..., None], 0.0, self.r_pass)
+        self.r_fail = np.where(moved[..., None, None], 0.0, self.r_fail)
+        self.r_pass = np.where(moved[..., None, None], 0.0, self.r_pass)
         with np.errstate(invalid="ignore", divide="ignore"):
             q = np.where(self.n > 0, self.x / self.n, 0.5)
-        share = self.n / np.maximum(self.n.sum(axis=-1, keepdims=True), 1e-9)
-        expected = share * ns.sum(axis=-1, keepdims=True)
         a, b = self.pair_a, self.pair_b
 
         # (..., R, G) -> (..., R*P) at the pairs' groups
         def flat(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
             return arr[..., idx].reshape(*arr.shape[:-2], -1)
 
-        qa, qb, ea, eb = flat(q, a), flat(q, b), flat(expected, a), flat(expected, b)
+        qa, qb = flat(q, a), flat(q, b)
         xa, xb, na, nb = flat(xs, a), flat(xs, b), flat(ns, a), flat(ns, b)
         theta, eps = spec.theta, spec.eps
         mask = self._pair_mask()
         evaluable = mask.any(axis=-1)
-        w = np.where(evaluable, years, 0.0)[..., None]
+        w = np.where(evaluable, years, 0.0)[..., None, None]
+        m = mask[..., None]
         for side in ("fail", "pass"):
             if np.all(self.state == (_FAIL if side == "fail" else _PASS)):
                 continue  # that side's detector is off in every copy (reset below)
-            la, lb = growth_bets(qa, qb, ea, eb, theta, eps, side, self.margin)
-            log_e = log_e_values(xa, na, xb, nb, la, lb, theta, eps)
-            e = np.where(mask, np.exp(np.minimum(log_e, 600.0)), 1.0)
+            la, lb = self._bets(qa, qb, na, nb, side)
+            log_e = log_e_values(
+                xa[..., None], na[..., None], xb[..., None], nb[..., None], la, lb, theta, eps
+            )
+            e = np.where(m, np.exp(np.minimum(log_e, 600.0)), 1.0)
             if side == "fail":
-                self.r_fail = np.where(mask, np.minimum((w + self.r_fail) * e, _R_CAP), 0.0)
+                self.r_fail = np.where(m, np.minimum((w + self.r_fail) * e, _R_CAP), 0.0)
             else:
-                self.r_pass = np.where(mask, np.minimum((w + self.r_pass) * e, _R_CAP), 0.0)
+                self.r_pass = np.where(m, np.minimum((w + self.r_pass) * e, _R_CAP), 0.0)
         # in a certified state only the other side's detector runs
-        self.r_fail = np.where((self.state == _FAIL)[..., None], 0.0, self.r_fail)
-        self.r_pass = np.where((self.state == _PASS)[..., None], 0.0, self.r_pass)
+        self.r_fail = np.where((self.state == _FAIL)[..., None, None], 0.0, self.r_fail)
+        self.r_pass = np.where((self.state == _PASS)[..., None, None], 0.0, self.r_pass)
         fail, ok = self._statistics()
         to_fail = evaluable & (fail >= self.threshold) & (self.state != _FAIL)
         to_pass = evaluable & (ok >= self.threshold) & (self.state != _PASS) & ~to_fail
@@ -429,8 +509,8 @@ class CertifiedCell:
         self.last_old = np.where(changed, self.state, 0).astype(np.int8)
         self.last_change = np.where(to_fail, _FAIL, np.where(to_pass, _PASS, 0)).astype(np.int8)
         self.state = np.where(changed, self.last_change, self.state).astype(np.int8)
-        self.r_fail = np.where(changed[..., None], 0.0, self.r_fail)
-        self.r_pass = np.where(changed[..., None], 0.0, self.r_pass)
+        self.r_fail = np.where(changed[..., None, None], 0.0, self.r_fail)
+        self.r_pass = np.where(changed[..., None, None], 0.0, self.r_pass)
         since = self.records + ns[..., 0, :].sum(axis=-1)
         self.last_records = np.where(changed, since, 0.0)  # the evidence behind a change
         self.records = np.where(changed, 0.0, since)
@@ -506,12 +586,19 @@ class CertifiedGrid:
         }
 
     def restore(self, state: Mapping[str, Mapping[str, Any]]) -> None:
-        """Load :meth:`state`; cells it does not name start undetermined."""
+        """Load :meth:`state`; cells it does not name start undetermined.
+
+        A state saved before the detectors had a bet-grid axis (``r_fail``/``r_pass`` one
+        number per pair) is accepted: each pair's number becomes every one of its
+        detectors' (each continues the saved detector with its own bets from here on,
+        which is as valid as the saved one, so their mean is)."""
         for (m, a), c in self.cells.items():
             saved = state.get(f"{m}|{a}")
             if saved is None:
                 continue
             for k in self._ARRAYS:
-                cur = getattr(c, k)
-                setattr(c, k, np.asarray(saved[k], dtype=np.asarray(cur).dtype).reshape(
-                    np.shape(cur)))  # fmt: skip
+                cur = np.asarray(getattr(c, k))
+                arr = np.asarray(saved[k], dtype=cur.dtype)
+                if k in ("r_fail", "r_pass") and arr.shape == cur.shape[:-1]:
+                    arr = np.repeat(arr[..., None], cur.shape[-1], axis=-1)
+                setattr(c, k, arr.reshape(cur.shape))

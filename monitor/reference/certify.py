@@ -2,11 +2,14 @@
 
 Recomputes, from individual records and with plain loops, what
 ``monitor.core.certify`` computes from count tables: each group's rate successes and
-trials from (label, decision) per record, the block e-value's denominator as a sum of
-per-record log moment generating functions maximised over the null segment by a bounded
-scalar optimiser (not the closed form), the decayed predictions behind the bets as a sum
-over past records weighted by decay ** age, and the Shiryaev-Roberts recursion pair by
-pair in Python.
+trials from (label, decision) per record, the block e-value's denominator as the
+records' log moment generating functions summed and maximised over the null segment by
+a bounded scalar optimiser (not the closed form), the decayed predictions behind the
+bets as a sum over past records weighted by decay ** age, the block's trials per group
+by counting its records, and the Shiryaev-Roberts recursion pair by pair and bet by bet in Python (a
+pair's detector the mean of its bets' detectors). The bets themselves are the service's
+functions (``growth_bets``, ``grid_bets``: any bet is valid; what is checked is the
+statistic built on them).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from monitor.core.certify import growth_bets, pair_spec
+from monitor.core.certify import BET_GRID_NATS, grid_bets, growth_bets, pair_spec
 
 _RATE_OF_RECORD = {
     # rate -> (is the record a trial of it, is it a success)
@@ -40,13 +43,13 @@ def record_log_e(
     lo, hi = max(0.0, eps / theta), min(1.0, (1.0 + eps) / theta)
 
     def log_mgf(pb: float) -> float:
+        # every trial of a group has the same moment generating function: the sum over a
+        # group's records is their number times one record's (a count, so that the
+        # optimiser's ~40 evaluations for each of a pair's ten detectors stay cheap)
         pa = theta * pb - eps
-        total = 0.0
-        for _ in records_a:
-            total += math.log(1.0 - pa + pa * math.exp(lam_a))
-        for _ in records_b:
-            total += math.log(1.0 - pb + pb * math.exp(lam_b))
-        return total
+        return len(records_a) * math.log(1.0 - pa + pa * math.exp(lam_a)) + len(
+            records_b
+        ) * math.log(1.0 - pb + pb * math.exp(lam_b))
 
     res = minimize_scalar(
         lambda v: -log_mgf(v), bounds=(lo, hi), method="bounded", options={"xatol": 1e-10}
@@ -65,6 +68,7 @@ def reference_run(
     min_group_support: int = 20,
     half_life_blocks: float = 3.0,
     margin: float = 0.02,
+    grid: Sequence[float] = BET_GRID_NATS,
 ) -> list[str]:
     """The verdict after each block; a block is a list of (group, label, decision)."""
     spec = pair_spec(rule)
@@ -72,8 +76,9 @@ def reference_run(
     G = len(groups)
     decay = 0.5 ** (1.0 / half_life_blocks)
     pairs = [(r, a, b) for r in spec.rates for a in range(G) for b in range(G) if a != b]
-    r_fail = {p: 0.0 for p in pairs}
-    r_pass = {p: 0.0 for p in pairs}
+    K = 1 + len(grid)  # the plug-in, then the grid's strengths
+    r_fail = {p: [0.0] * K for p in pairs}
+    r_pass = {p: [0.0] * K for p in pairs}
     history: list[list[tuple[int, int, int]]] = []
     state, entering_before, out = "undetermined", None, []
     for block in blocks:
@@ -90,19 +95,13 @@ def reference_run(
                         x[(r, g)] += weight * success(y, d)
         entering = [g for g in range(G) if all(n[(r, g)] >= min_group_support for r in spec.rates)]
         if entering != entering_before:
-            r_fail = {p: 0.0 for p in pairs}
-            r_pass = {p: 0.0 for p in pairs}
+            r_fail = {p: [0.0] * K for p in pairs}
+            r_pass = {p: [0.0] * K for p in pairs}
         entering_before = entering
         live = [p for p in pairs if p[1] in entering and p[2] in entering]
-        total_block = len(block)
-        total_past = {r: sum(n[(r, g)] for g in range(G)) for r in spec.rates}
-        trials_block = {
-            r: sum(1 for g, y, d in block if _RATE_OF_RECORD[r][0](y, d)) for r in spec.rates
-        }
-        del total_block
         for p in pairs:
             if p not in live:
-                r_fail[p] = r_pass[p] = 0.0
+                r_fail[p], r_pass[p] = [0.0] * K, [0.0] * K
                 continue
             r, a, b = p
             trial, success = _RATE_OF_RECORD[r]
@@ -111,35 +110,26 @@ def reference_run(
                 for g in (a, b)
             }
             q = {g: x[(r, g)] / n[(r, g)] if n[(r, g)] > 0 else 0.5 for g in (a, b)}
-            exp_n = {g: n[(r, g)] / max(total_past[r], 1e-9) * trials_block[r] for g in (a, b)}
             for side in ("fail", "pass"):
-                la, lb = growth_bets(
-                    np.array(q[a]),
-                    np.array(q[b]),
-                    np.array(exp_n[a]),
-                    np.array(exp_n[b]),
-                    spec.theta,
-                    spec.eps,
-                    side,
-                    margin,
-                )
-                e = math.exp(
-                    min(
-                        record_log_e(outs[a], outs[b], float(la), float(lb), spec.theta, spec.eps),
-                        600.0,
-                    )
-                )
-                if side == "fail":
-                    r_fail[p] = min((years + r_fail[p]) * e, 1e200)
-                else:
-                    r_pass[p] = min((years + r_pass[p]) * e, 1e200)
+                args = (np.array(q[a]), np.array(q[b]), np.array(float(len(outs[a]))),
+                        np.array(float(len(outs[b]))), spec.theta, spec.eps, side)  # fmt: skip
+                la, lb = growth_bets(*args, margin)
+                ga, gb = grid_bets(*args, grid)
+                bets = [(float(la), float(lb))] + [
+                    (float(ga[k]), float(gb[k])) for k in range(len(grid))
+                ]
+                detectors = r_fail[p] if side == "fail" else r_pass[p]
+                for k, (bet_a, bet_b) in enumerate(bets):
+                    log_e = record_log_e(outs[a], outs[b], bet_a, bet_b, spec.theta, spec.eps)
+                    e = math.exp(min(log_e, 600.0))
+                    detectors[k] = min((years + detectors[k]) * e, 1e200)
         if state == "fail":
-            r_fail = {p: 0.0 for p in pairs}
+            r_fail = {p: [0.0] * K for p in pairs}
         if state == "pass":
-            r_pass = {p: 0.0 for p in pairs}
+            r_pass = {p: [0.0] * K for p in pairs}
         if live:
-            fail_stat = sum(r_fail[p] for p in live) / len(live)
-            pass_stat = min(r_pass[p] for p in live)
+            fail_stat = sum(sum(r_fail[p]) / K for p in live) / len(live)
+            pass_stat = min(sum(r_pass[p]) / K for p in live)
             new = None
             if fail_stat >= threshold and state != "fail":
                 new = "fail"
@@ -147,8 +137,8 @@ def reference_run(
                 new = "pass"
             if new is not None:
                 state = new
-                r_fail = {p: 0.0 for p in pairs}
-                r_pass = {p: 0.0 for p in pairs}
+                r_fail = {p: [0.0] * K for p in pairs}
+                r_pass = {p: [0.0] * K for p in pairs}
         out.append(state)
         history.append(list(block))
     return out

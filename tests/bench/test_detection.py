@@ -62,6 +62,22 @@ def test_delay_orders_the_oracles_and_detects_the_planted_crossings() -> None:
     assert case["certified"]["false_fail_before_crossing"] == 0.0
 
 
+def test_certified_delay_is_within_one_and_a_half_times_the_threshold_oracle() -> None:
+    """The issue's target on every planted crossing, at 60 runs (seeded). Why 60 and 1.5:
+    the delays' spread (90th percentile about 1.6 x the median at 100 runs) gives the
+    median of 60 a standard error of about 6 % (1.25 sd / sqrt(60)), the oracle's the
+    same; the bench's 100 runs measured 1.07-1.21 x (docs/decisions.md, "Certified
+    pages"), more than three standard errors of the ratio below 1.5. The detector before
+    the bet grid measured 1.35-3.7 x."""
+    out = run_delay(MonitorConfig(), reps=60, today_reps=0, budget=0.1, seed=5,
+                    warmup_looks=60)  # fmt: skip
+    for name, case in out["cases"].items():
+        cert = case["certified"]
+        assert cert["detected"] == 1.0, name
+        assert cert["share_paged_from_pass"] == 1.0, name  # pass certified before it
+        assert cert["ratio_to_threshold_oracle"] <= 1.5, (name, cert)
+
+
 def test_calibration_rows() -> None:
     out = run_calibration(MonitorConfig(), windows=12, di_values=(0.70, 0.80, 0.90))
     rows = {r["true_di"]: r for r in out["by_true_di"]}
