@@ -37,7 +37,7 @@ import pandas as pd
 from monitor.config import MonitorConfig
 from monitor.core.certify import CertifiedGrid, block_counts
 from monitor.core.counts import CountTable
-from monitor.core.events import CellEvent
+from monitor.core.events import CERTIFIED_CHANGE, CellEvent
 from monitor.core.outcome_split import needs_label
 from monitor.core.results import CertifiedVerdict
 from monitor.core.tables import attribute_groups
@@ -45,8 +45,6 @@ from monitor.publish.counts import rounded_count
 
 #: one year of event time in ns (the e-detector's clock: false pages per model-year)
 YEAR_NS = 365.25 * 86_400 * 1e9
-#: the event kind of a certified change
-CERTIFIED_CHANGE = "certified_change"
 
 CellKey = tuple[str, str]
 
