@@ -291,13 +291,13 @@ class Pipeline:
             w.arrivals = st["records"]
             w.old_events = st["old_events"]
             done = st.get("evaluated_records")
-            ms = restored[model_id] = ModelState(
+            held = restored[model_id] = ModelState(
                 w, evaluations=st["evaluations"], evaluated=st["records"] if done is None else done
             )
             if st.get("certified") is not None:
-                ms.certified.restore(st["certified"])
+                held.certified.restore(st["certified"])
             else:  # a file written before certified verdicts: from the position evaluated
-                ms.certified.start_at(ms.evaluated or 0)
+                held.certified.start_at(held.evaluated or 0)
             saved_releases[model_id] = st.get("releases")
         for model_id, metric, attribute, state, latest in self.store.cell_states():
             ms = restored.get(model_id)

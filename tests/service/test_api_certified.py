@@ -69,7 +69,8 @@ def test_api_cells_carry_the_released_certified_verdict_rounded(service):
 
 
 def test_api_events_list_the_certified_changes_and_metrics_the_verdicts(service):
-    events = [e for e in fetch(service, "/api/events?limit=1000") if e["kind"] == "certified_change"]
+    events = fetch(service, "/api/events?limit=1000")
+    events = [e for e in events if e["kind"] == "certified_change"]
     pages = {(e["model_id"], e["metric"], e["attribute"], e["direction"])
              for e in events if e["axes"]["page"]}  # fmt: skip
     assert pages == {("model-00", m, "sex", "pass_to_fail") for m in ("DI", "SPD", "EOPP", "EOD")}
