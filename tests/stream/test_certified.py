@@ -231,3 +231,21 @@ def test_a_block_read_returns_predictions_and_late_outcomes_once(tmp_path):
     assert seen_pred == list(range(1, 601))
     want = recs[(recs["label_pos"] <= 600) & (recs["label"] >= 0)]["model_pos"].tolist()
     assert sorted(seen_join) == sorted(want) and len(set(seen_join)) == len(seen_join)
+
+
+def test_a_file_written_before_certified_verdicts_starts_them_at_its_position(tmp_path):
+    payloads = planted_payloads(n=1200)
+    path = tmp_path / "old.duckdb"
+    s1 = Store(path, CFG)
+    feed(Pipeline(CFG, s1), payloads[:1600])
+    s1._conn.execute("UPDATE model_state SET certified = NULL")  # as a v11 file has it
+    s1.close()
+    s2 = Store(path, CFG)
+    pipe = Pipeline(CFG, s2)
+    for m in ("model-00", "model-01"):
+        cert = pipe._models[m].certified
+        assert cert.position == 800 and all(v == "undetermined" for v in cert.grid.verdicts().values())
+    feed(pipe, payloads, start=1600)
+    for m in ("model-00", "model-01"):  # the first block after the restart: 801-1200
+        assert pipe._models[m].certified.position == 1200
+        assert all(c.records <= 400 for c in pipe._models[m].certified.verdicts().values())
