@@ -244,7 +244,8 @@ def test_a_file_written_before_certified_verdicts_starts_them_at_its_position(tm
     pipe = Pipeline(CFG, s2)
     for m in ("model-00", "model-01"):
         cert = pipe._models[m].certified
-        assert cert.position == 800 and all(v == "undetermined" for v in cert.grid.verdicts().values())
+        assert cert.position == 800
+        assert all(v == "undetermined" for v in cert.grid.verdicts().values())
     feed(pipe, payloads, start=1600)
     for m in ("model-00", "model-01"):  # the first block after the restart: 801-1200
         assert pipe._models[m].certified.position == 1200
