@@ -204,7 +204,9 @@ def test_hop_evaluations_lost_in_the_worker_are_taken_at_restart_once(tmp_path):
     path = tmp_path / "killed.duckdb"
     s1 = Store(path, CFG)
     pipe = Pipeline(CFG, s1)
-    for i in range(0, 2997, 333):  # no flush: the last batch's evaluations are in the worker
+    # no flush: the last batch (positions ~1,499-1,665 of each model) holds hop 1,600, whose
+    # evaluation is still in the worker when the loop ends
+    for i in range(0, 3330, 333):
         chunk = payloads[i : i + 333]
         pipe.ingest_batch(chunk, [Origin("t", 0, i + k) for k in range(len(chunk))])
     assert pipe._pending, "the test needs evaluations still pending at the 'kill'"
@@ -212,7 +214,7 @@ def test_hop_evaluations_lost_in_the_worker_are_taken_at_restart_once(tmp_path):
     s1.close()
     s2 = Store(path, CFG)
     pipe = Pipeline(CFG, s2)  # recomputes the missing hops, their blocks included
-    feed(pipe, payloads[2997:])
+    feed(pipe, payloads, start=3330)
     for m in ("model-00", "model-01"):
         assert pipe._models[m].certified.saved() == ref_pipe._models[m].certified.saved()
         assert _certified_events(s2, m) == _certified_events(ref, m)
