@@ -32,7 +32,7 @@ import orjson
 import pandas as pd
 
 from monitor.config import ConfigError, MonitorConfig
-from monitor.core.events import CellEvent
+from monitor.core.events import CERTIFIED_CHANGE, CellEvent
 from monitor.core.numbers import float_or_none
 from monitor.core.results import CellEvaluation
 from monitor.data.scorer import ScoredStream
@@ -190,7 +190,7 @@ def tier_grid(
 
 
 def event_line(e: CellEvent) -> str:
-    what = "verdict" if e.kind == "verdict_flip" else "tier"
+    what = {"verdict_flip": "verdict", CERTIFIED_CHANGE: "certified"}.get(e.kind, "tier")
     return (
         f"  #{e.evaluation:<4} {e.model_id} {e.metric} x {e.attribute}: "
         f"{what} {e.old} -> {e.new} ({e.direction.replace('_', ' ')})"
@@ -465,6 +465,23 @@ def cell_stories(events: list[CellEvent], cells: list[CellEvaluation]) -> list[C
     return out
 
 
+def certified_lines(events: list[CellEvent]) -> list[str]:
+    """The certified pages (a certified verdict changed between pass and fail:
+    docs/method.md section 11) per model, and the first certifications (notices)."""
+    certified = [e for e in events if e.kind == CERTIFIED_CHANGE]
+    pages = [e for e in certified if e.old != "undetermined"]
+    lines = [
+        f"  certified pages: {len(pages)}; first certifications (notices): "
+        f"{len(certified) - len(pages)}"
+    ]
+    lines += [
+        f"    {e.model_id} {e.metric} x {e.attribute}: {e.old} -> {e.new} at evaluation "
+        f"{e.evaluation} (on {e.axes.get('records')} records)"
+        for e in pages
+    ]
+    return lines
+
+
 def _story_line(st: CellStory) -> str:
     path = " -> ".join([st.flips[0].old, *(e.new for e in st.flips)]) if st.flips else ""
     tiers = ""
@@ -523,6 +540,7 @@ def _summary(
             if len(noisy) > 8
             else []
         ),
+        *certified_lines(events),
         *_outcome_lines(service, cells, opts, events),
         "  final grid (dominant verdict / tier; '~' = VFR above tau):",
         *tier_grid(cells, cfg, models),

@@ -124,11 +124,15 @@ class ReliableVerdict:
         return out
 
 
+#: the event kind of a change of a cell's certified verdict (monitor.stream.certified)
+CERTIFIED_CHANGE = "certified_change"
+
+
 @dataclass(frozen=True)
 class CellEvent:
     """A verdict flip or tier change of one cell, with the axis values behind it."""
 
-    kind: str  # "verdict_flip" | "tier_change"
+    kind: str  # "verdict_flip" | "tier_change" | "certified_change" (CERTIFIED_CHANGE)
     model_id: str
     metric: str
     attribute: str

@@ -106,10 +106,28 @@ def _value_clause(before: dict[str, Any], after: dict[str, Any], c: Cutoffs) -> 
     return text
 
 
+def _certified_sentence(event: CellEvent, cell: str) -> str:
+    """A certified change (monitor.stream.certified): the verdict, and the records since the
+    previous change that carry it (a published count: rounded, or ``<11``).
+
+    >>> e = CellEvent("certified_change", "m", "DI", "sex", "pass", "fail", True,
+    ...               "pass_to_fail", 59, {"records": 8000, "page": True})
+    >>> _certified_sentence(e, "DI by sex")
+    'DI by sex is now a certified fail (was a certified pass), on 8000 records since the previous change.'
+    """  # noqa: E501
+    records = (event.axes or {}).get("records")
+    on = "" if records is None else f", on {records} records since the previous change"
+    if event.old == "undetermined":
+        return f"{cell} is certified {event.new} for the first time{on}."
+    return f"{cell} is now a certified {event.new} (was a certified {event.old}){on}."
+
+
 def explain_event(event: CellEvent, cutoffs: Cutoffs) -> str:
     """The event in one sentence (aggregates and cell names only, never record values)."""
     after, before = event.axes or {}, event.axes_before or {}
     cell = f"{event.metric} by {event.attribute}"
+    if event.kind == "certified_change":
+        return _certified_sentence(event, cell)
     value = _value_clause(before, after, cutoffs)
     vfr = float_or_none(after.get("vfr"))
     if event.kind == "verdict_flip":

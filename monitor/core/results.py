@@ -14,7 +14,7 @@ from typing import Any
 from monitor.core.axis1 import CellResult
 from monitor.core.coverage import AttributeCoverage
 from monitor.core.events import CellEvent
-from monitor.core.numbers import as_float
+from monitor.core.numbers import as_float, float_or_none
 from monitor.core.support import support_note
 from monitor.core.tiers import Tier, TierResult
 
@@ -50,6 +50,52 @@ def cell_result_from_dict(d: dict[str, Any]) -> CellResult:
 
 
 @dataclass(frozen=True)
+class CertifiedVerdict:
+    """A cell's certified verdict (docs/method.md section 11; monitor.core.certify) as of
+    an evaluation: 'undetermined' until its first certification, then 'pass' or 'fail';
+    the records its detectors have taken since the latest change (the evidence behind
+    the next one), the latest change and the records behind it, and how far each
+    detector is from its threshold (log10 of detector / c: >= 0 certifies; None while
+    that side is off, i.e. the verdict it would certify is the current one, or the cell
+    is not evaluable)."""
+
+    verdict: str
+    records: int
+    evaluable: bool
+    last_change: tuple[str, str] | None = None
+    last_change_records: int | None = None
+    evidence_fail: float | None = None
+    evidence_pass: float | None = None
+
+    @property
+    def code(self) -> int:
+        """The exported encoding: 1 pass, 0 undetermined, -1 fail."""
+        return {"pass": 1, "fail": -1}.get(self.verdict, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict, "records": self.records, "evaluable": self.evaluable,
+            "last_change": None if self.last_change is None else list(self.last_change),
+            "last_change_records": self.last_change_records,
+            "evidence_fail": self.evidence_fail, "evidence_pass": self.evidence_pass,
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: Any) -> CertifiedVerdict | None:
+        """Read back :meth:`to_dict` (None: a cell that is not certified, or a row written
+        before certified verdicts were)."""
+        if not isinstance(d, dict):
+            return None
+        change = d.get("last_change")
+        return cls(
+            str(d["verdict"]), int(d["records"]), bool(d.get("evaluable", True)),
+            None if change is None else (str(change[0]), str(change[1])),
+            None if d.get("last_change_records") is None else int(d["last_change_records"]),
+            float_or_none(d.get("evidence_fail")), float_or_none(d.get("evidence_pass")),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class CellEvaluation:
     """One cell's Axis 1 result with its tier, the axes behind the tier and the debounced
     (confirmed) verdict and tier after this evaluation, and the cell's reliable verdict
@@ -77,6 +123,9 @@ class CellEvaluation:
     #: the gap and the reason it gives; monitor.core.coverage); None: no outcomes are
     #: tracked apart from predictions, or a label-free cell
     outcome_coverage: AttributeCoverage | None = None
+    #: the cell's certified verdict after this evaluation's block (docs/method.md section
+    #: 11); None: the metric is not certifiable (TI, CAL, CAL_GAP) or not tracked here
+    certified: CertifiedVerdict | None = None
 
     @property
     def coverage_reason(self) -> str:
@@ -125,6 +174,7 @@ class CellEvaluation:
                 None if self.outcome_coverage is None else self.outcome_coverage.to_dict()
             ),
             "coverage_reason": self.coverage_reason,
+            "certified": None if self.certified is None else self.certified.to_dict(),
         }  # fmt: skip
 
     @classmethod
@@ -156,6 +206,7 @@ class CellEvaluation:
             predictions=d.get("predictions"),
             with_outcome=d.get("with_outcome"),
             outcome_coverage=_coverage_from(d.get("outcome_coverage")),
+            certified=CertifiedVerdict.from_dict(d.get("certified")),
         )
 
 

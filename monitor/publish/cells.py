@@ -74,6 +74,34 @@ def published_cell(
             v = out.get(k)
             if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
                 out[k] = rounded_count(v)
+        if isinstance(out.get("certified"), dict):
+            out["certified"] = published_certified(out["certified"])
+    return out
+
+
+#: Record counts of a cell's certified verdict (CertifiedVerdict.to_dict): published as
+#: every count is (rounded, ``<11`` below the rule)
+CERTIFIED_COUNTS = ("records", "last_change_records")
+
+
+def published_certified(row: dict[str, Any]) -> dict[str, Any]:
+    """A cell's certified verdict as it leaves the service: its record counts rounded
+    (``<11`` below the small-cell rule; 0, right after a change, stays 0) and its evidence (log10 of detector / threshold)
+    to one decimal: how far from a certification, not a figure a count can be read from.
+
+    >>> published_certified({"verdict": "pass", "records": 4012, "last_change_records": 7,
+    ...                      "evidence_fail": -3.14159, "evidence_pass": None})
+    {'verdict': 'pass', 'records': 4010, 'last_change_records': '<11', 'evidence_fail': -3.1, 'evidence_pass': None}
+    """  # noqa: E501
+    out = dict(row)
+    for k in CERTIFIED_COUNTS:
+        v = out.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            out[k] = v if v == 0 else rounded_count(v) if reportable(v) else SMALL_CELL_LABEL
+    for k in ("evidence_fail", "evidence_pass"):
+        v = out.get(k)
+        if isinstance(v, float) and math.isfinite(v):
+            out[k] = round(v, 1)
     return out
 
 

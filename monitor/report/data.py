@@ -52,7 +52,7 @@ from monitor.config import MonitorConfig
 from monitor.config.errors import UserError
 from monitor.core.axis1 import needs_words
 from monitor.core.drivers import driver_clause, driver_sentence
-from monitor.core.events import CellEvent
+from monitor.core.events import CERTIFIED_CHANGE, CellEvent
 from monitor.core.numbers import float_or_none
 from monitor.publish.axes import published_axis3_note
 from monitor.publish.counts import published_count, published_size, rounded_count
@@ -170,6 +170,9 @@ class CellPoint:
     #: "outcomes incomplete" while the attribute's outcome coverage gap is above
     #: [outcomes] max_coverage_gap (label-based cells; monitor.core.coverage), else ""
     coverage_reason: str = ""
+    #: the certified verdict (docs/method.md section 11): 'pass', 'fail' or
+    #: 'undetermined'; None: not certifiable, not tracked (an audit), or withheld
+    certified: str | None = None
     coverage_gap: float | None = None
 
     @property
@@ -295,6 +298,9 @@ class ModelReport:
     history: dict[tuple[str, str], list[CellPoint]] = field(default_factory=dict)
     events: list[EventRow] = field(default_factory=list)
     raw_events: int = 0  # unconfirmed changes in the period (debounced)
+    #: the certified changes of the period (kind certified_change), oldest first: kept
+    #: apart from the confirmed flips and tier changes the events table lists
+    certified_changes: list[EventRow] = field(default_factory=list)
     #: event id -> the cell at the event (None when its history has no such evaluation)
     event_context: dict[int, CellPoint | None] = field(default_factory=dict)
     n_star: list[Axis2Cell] = field(default_factory=list)  # Axis 2's cells, with their curves
@@ -414,7 +420,13 @@ def cell_from_result(
         support_note="" if small else str(r.get("support_note") or ""),
         coverage_reason="" if small else str(r.get("coverage_reason") or ""),
         coverage_gap=None if small else _coverage_gap(r.get("outcome_coverage")),
+        certified=None if small else _certified(r.get("certified")),
     )
+
+
+def _certified(d: Any) -> str | None:
+    """A stored cell's certified verdict (None: not certified, or a row written before)."""
+    return str(d["verdict"]) if isinstance(d, dict) and d.get("verdict") else None
 
 
 def _needs(r: Mapping[str, Any]) -> str:
@@ -942,11 +954,14 @@ def _read_model(
     def shown(p: CellPoint) -> CellPoint:
         return _without_axes(_withheld(p) if guard else p, small2, small3)
 
+    certified = [e for e in events if e.kind == CERTIFIED_CHANGE]
+    events = [e for e in events if e.kind != CERTIFIED_CHANGE]
     confirmed = [e for e in events if e.confirmed]
     keep = {e.evaluation for e in confirmed}
     mr.cells = [shown(p) for p in mr.cells]  # latest, with _set_axes's time to N*
     mr.history = {k: _downsample([shown(p) for p in v], keep) for k, v in history.items()}
     mr.events = confirmed
+    mr.certified_changes = certified
     mr.raw_events = len(events) - len(confirmed)
     mr.event_context = {
         e.id: None if context[e.id] is None else shown(context[e.id])  # type: ignore[arg-type]  # None: checked on the line

@@ -65,6 +65,9 @@ class CellRow:
     unstable: bool
     #: the verdict fails (a failing verdict is drawn in red whatever its tier)
     fails: bool = False
+    #: the certified verdict (docs/method.md section 11): pass, fail, undetermined, or
+    #: "n/a" (a metric that is not certified, or an audit: no stream of blocks)
+    certified: str = "n/a"
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ def cell_row(c: CellPoint, data: ReportData) -> CellRow:
         sentence=cell_sentence(c, data.tau, data.n_field, data.kappa_cutoff),
         unstable=c.vfr is not None and c.vfr > data.tau,
         fails=not c.suppressed and c.dominant_verdict == "fail",
+        certified=WITHHELD if c.suppressed else (c.certified or "n/a"),
     )
 
 
@@ -185,7 +189,26 @@ def model_summary(m: ModelReport, data: ReportData) -> str:
             f"{len(m.events)} confirmed events in the period ({flips} verdict flips), "
             f"{m.raw_events} unconfirmed changes filtered out."
         )
+        parts.append(certified_sentence(m))
     return " ".join(parts)
+
+
+def certified_sentence(m: ModelReport) -> str:
+    """The period's certified pages (pass <-> fail changes of a certified verdict: the
+    ones with a false-page budget, docs/method.md section 11), and its first
+    certifications (notices)."""
+    pages = [e for e in m.certified_changes if e.old != "undetermined"]
+    firsts = len(m.certified_changes) - len(pages)
+    if not pages:
+        head = "No certified page in the period"
+    else:
+        listed = "; ".join(
+            f"{cell_label(e.metric, e.attribute)} {e.old} → {e.new} ({_when(e.at)}, "
+            f"#{e.evaluation})"
+            for e in pages
+        )
+        head = f"{len(pages)} certified page{'s' if len(pages) > 1 else ''}: {listed}"
+    return f"{head} ({firsts} first certifications)."
 
 
 def _severity(c: CellPoint, tau: float) -> int:

@@ -81,6 +81,7 @@ from monitor.core.locks import named_lock
 from monitor.core.numbers import as_float, float_or_none
 from monitor.core.results import CellEvaluation
 from monitor.core.tiers import EVALUABLE_TIERS, Tier
+from monitor.publish.counts import rounded_count
 from monitor.publish.rule import SMALL_CELL, published, reportable
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,10 @@ MAX_REASONS = 64
 
 TIERS = tuple(t.value for t in EVALUABLE_TIERS)
 VERDICT_DIRECTIONS = frozenset({"pass_to_fail", "fail_to_pass"})
+#: directions of a certified change (monitor.stream.certified): the first two page
+CERTIFIED_DIRECTIONS = frozenset(
+    {"pass_to_fail", "fail_to_pass", "undetermined_to_pass", "undetermined_to_fail"}
+)
 JOB_STATES = ("success", "failure", "skipped")
 INGEST_STATES = ("accepted", "duplicate", "rejected")
 
@@ -397,6 +402,19 @@ class _StateCollector(Collector):
             "The reason and the records it needs are in /api/cells.",
             labels=_CELL,
         )
+        certified = GaugeMetricFamily(
+            "vfr_cell_certified_verdict",
+            "Certified verdict of the cell (docs/method.md section 11): 1 pass, 0 undetermined "
+            "(not certified yet), -1 fail; absent: the metric is not certifiable (TI, CAL, "
+            "CAL_GAP). A change between 1 and -1 pages (VFRCertifiedVerdictChange).",
+            labels=_CELL,
+        )
+        change_records = GaugeMetricFamily(
+            "vfr_cell_certified_change_records",
+            "Records (rounded to 5) whose evidence made the cell's latest certified change; "
+            "absent before its first certification.",
+            labels=_CELL,
+        )
         for c in sorted(cells, key=lambda c: c.key):
             key = c.key
             if not all(map(is_identifier, key)):
@@ -404,6 +422,13 @@ class _StateCollector(Collector):
                 continue
             if not reportable(c.result.window_n):
                 continue  # the small-cell rule: no per-cell series at all
+            if c.certified is not None:
+                # kept while the window is not evaluable: the verdict rests on the blocks
+                # since its last change, not on the window
+                certified.add_metric(key, float(c.certified.code))
+                n = c.certified.last_change_records
+                if n is not None and reportable(n):
+                    change_records.add_metric(key, float(rounded_count(n)))
             not_evaluable.add_metric(key, 0.0 if c.result.evaluable else 1.0)
             if not c.result.evaluable:
                 # no verdict, VFR or tier of its own (docs/method.md section 2): no series
@@ -420,6 +445,8 @@ class _StateCollector(Collector):
         yield from families
         yield tier
         yield not_evaluable
+        yield certified
+        yield change_records
         yield from _coverage_families(cells)
 
     def _models(self, models: Sequence[ModelStatus]) -> Iterator[Metric]:
@@ -524,6 +551,12 @@ class Exporter:
             "Changes of a cell's reliability tier, raw and confirmed.",
             (*_CELL, "from_tier", "to_tier", "state"),
         )
+        self.certified_changes = counter(
+            "vfr_certified_changes_total",
+            "Changes of a cell's certified verdict (docs/method.md section 11): kind page "
+            "(pass to fail or fail to pass) or notice (a first certification).",
+            (*_CELL, "kind", "direction"),
+        )
         self.drift_detections = counter(
             "vfr_drift_detections_total",
             "Drift detections on the cell's metric stream.",
@@ -621,7 +654,8 @@ class Exporter:
 
     # ------------------------------------------------------------------ cells
     def count_event(self, event: CellEvent, window_n: int) -> None:
-        """Count a verdict flip or tier change of a cell whose window has ``window_n`` records;
+        """Count a verdict flip, tier change or certified change of a cell whose window has
+        ``window_n`` records;
         a confirmed one also becomes the cell's ``vfr_cell_last_event_info`` sentence.
 
         Neither when the window is below the small-cell rule: the event log still has it.
@@ -642,8 +676,13 @@ class Exporter:
                 self.tier_changes,
                 (*key, Tier(event.old).value, Tier(event.new).value, state),
             )
+        elif event.kind == "certified_change":
+            if event.direction not in CERTIFIED_DIRECTIONS:
+                raise ValueError("label 'direction': not a certified change direction")
+            kind = "notice" if event.old == "undetermined" else "page"
+            counter, labels = self.certified_changes, (*key, kind, event.direction)
         else:
-            raise ValueError("kind must be verdict_flip or tier_change")
+            raise ValueError("kind must be verdict_flip, tier_change or certified_change")
         if not reportable(window_n):
             return
         with self._lock:

@@ -161,6 +161,12 @@ MIGRATIONS: list[list[str]] = [
             topic VARCHAR, partition INTEGER, "offset" BIGINT, payload BLOB,
             PRIMARY KEY (model_id, record_id))""",
     ],
+    # v12 (certified verdicts, docs/method.md section 11): each model's CertifiedGrid state
+    # and the stream position of the last block it took, written with the model's stream
+    # position, so a restart resumes the e-detectors without counting a block twice
+    # (monitor.stream.certified). NULL (a file written before v12): the cells start
+    # undetermined from the next hop.
+    ["ALTER TABLE model_state ADD COLUMN IF NOT EXISTS certified JSON"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

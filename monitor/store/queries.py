@@ -89,6 +89,45 @@ def window_records(
     return c.execute(sql + " ORDER BY seq", params).df().drop(columns="model_pos")
 
 
+def block_records(
+    c: duckdb.DuckDBPyConnection,
+    attributes: Sequence[str],
+    model_id: str,
+    after: int,
+    upto: int,
+) -> pd.DataFrame:
+    """The records of a model's certified block (docs/method.md section 11): the stream
+    positions in (``after``, ``upto``], in arrival order, with one column per attribute.
+
+    Two kinds of rows, told apart by the boolean columns:
+
+    * ``predicted``: the predictions of the block (``model_pos`` in the range), what the
+      label-free metrics take;
+    * ``joined``: the outcomes that count from a position in the range (``label_pos``, as
+      :func:`window_records` counts them), with their label: what the label-based metrics
+      take. A prediction scored in the block whose outcome comes later is joined in a later
+      block, never in two.
+
+    ``label`` is -1 where the outcome does not count by ``upto``; ``event_time_ns`` is the
+    scoring time (the block's clock).
+    """
+    lo, hi = int(after), int(upto)
+    cols = ", ".join(
+        [f"json_extract_string(attributes, '$.{a}') AS \"{a}\"" for a in attributes]
+    )
+    known = f"label IS NOT NULL AND label_pos <= {hi}"
+    sql = (
+        f"SELECT model_pos, epoch_ns(event_time) AS event_time_ns, score, decision, "
+        f"CAST(CASE WHEN {known} THEN label ELSE -1 END AS TINYINT) AS label, {cols}, "
+        f"model_pos > {lo} AS predicted, "
+        f"COALESCE(label IS NOT NULL AND label_pos > {lo} AND label_pos <= {hi}, false) "
+        "AS joined FROM discharges WHERE model_id = ? AND model_pos <= ? AND "
+        f"(model_pos > {lo} OR (label IS NOT NULL AND label_pos > {lo} AND label_pos <= {hi})) "
+        "ORDER BY seq"
+    )
+    return c.execute(sql, [model_id, hi]).df()
+
+
 def _sql_text(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
@@ -273,18 +312,20 @@ def model_partitions(c: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, int]]
 
 
 def model_states(c: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
-    """model_id -> its stream counters (records, evaluations, old_events, evaluated_records)
-    and its release points (ModelPublication.saved; None before v9)."""
+    """model_id -> its stream counters (records, evaluations, old_events, evaluated_records),
+    its release points (ModelPublication.saved; None before v9) and its certified verdicts'
+    state (monitor.stream.certified; None before v12)."""
     rows = c.execute(
-        "SELECT model_id, records, evaluations, old_events, evaluated_records, releases "
-        "FROM model_state"
+        "SELECT model_id, records, evaluations, old_events, evaluated_records, releases, "
+        "certified FROM model_state"
     ).fetchall()
     return {
         m: {
             "records": r, "evaluations": e, "old_events": o, "evaluated_records": v,
             "releases": json.loads(ch) if ch else None,
+            "certified": json.loads(ce) if ce else None,
         }
-        for m, r, e, o, v, ch in rows
+        for m, r, e, o, v, ch, ce in rows
     }  # fmt: skip
 
 

@@ -556,6 +556,12 @@ class Store:
         )  # fmt: skip
 
     @_serialised
+    def block_records(self, model_id: str, after: int, upto: int) -> pd.DataFrame:
+        """:func:`queries.block_records` of this file's attributes: the records of a
+        model's certified block, stream positions (``after``, ``upto``]."""
+        return queries.block_records(self._conn, self.attributes, model_id, after, upto)
+
+    @_serialised
     def model_partitions(self) -> dict[str, tuple[str, int]]:
         return queries.model_partitions(self._conn)
 
@@ -739,21 +745,24 @@ class Store:
 
     @_serialised
     def write_model_states(
-        self, rows: Sequence[tuple[str, int, int, int, pd.Timestamp, int | None, str | None]]
+        self,
+        rows: Sequence[tuple[str, int, int, int, pd.Timestamp, int | None, str | None, str | None]],
     ) -> None:
-        """(model_id, records, evaluations, old_events, at, evaluated_records, releases JSON)
-        per model touched by a batch; evaluated_records is the end count of the last written
-        evaluation, releases its release points (monitor.stream.publication)."""
+        """(model_id, records, evaluations, old_events, at, evaluated_records, releases JSON,
+        certified JSON) per model touched by a batch; evaluated_records is the end count of
+        the last written evaluation, releases its release points
+        (monitor.stream.publication), certified its certified verdicts' state
+        (monitor.stream.certified)."""
         if not rows:
             return
         # a dozen rows: one VALUES statement costs less than a pandas frame scan
         update_else_upsert(
             self._conn, rows,
             "UPDATE model_state AS s SET records = v.r, evaluations = v.e, old_events = v.o, "
-            "updated_at = v.a, evaluated_records = v.d, releases = v.c "
-            "FROM (VALUES {values}) AS v(m, r, e, o, a, d, c) WHERE s.model_id = v.m",
+            "updated_at = v.a, evaluated_records = v.d, releases = v.c, certified = v.x "
+            "FROM (VALUES {values}) AS v(m, r, e, o, a, d, c, x) WHERE s.model_id = v.m",
             "INSERT OR REPLACE INTO model_state (model_id, records, evaluations, "
-            "old_events, updated_at, evaluated_records, releases) VALUES {values}",
+            "old_events, updated_at, evaluated_records, releases, certified) VALUES {values}",
         )
 
     # ------------------------------------------------------------------ scheduled axes

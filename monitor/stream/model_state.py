@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from monitor.core.events import CellTracker
 from monitor.core.results import CellEvaluation
+from monitor.stream.certified import ModelCertified
 from monitor.stream.publication import ModelPublication, PublishedModel
 from monitor.stream.window import ModelWindow, WindowCoverage
 
@@ -70,6 +71,11 @@ class ModelState:
     latest: dict[CellKey, CellEvaluation] = field(default_factory=dict)
     #: the release books: what of the evaluations leaves the service
     publication: ModelPublication = field(default_factory=ModelPublication)
+    #: the certified verdicts, fed a block at each hop evaluation (monitor.stream.certified)
+    certified: ModelCertified = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.certified = ModelCertified(self.window.model_id, self.window.config)
 
     @property
     def model_id(self) -> str:

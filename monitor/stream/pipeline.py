@@ -291,9 +291,13 @@ class Pipeline:
             w.arrivals = st["records"]
             w.old_events = st["old_events"]
             done = st.get("evaluated_records")
-            restored[model_id] = ModelState(
+            held = restored[model_id] = ModelState(
                 w, evaluations=st["evaluations"], evaluated=st["records"] if done is None else done
             )
+            if st.get("certified") is not None:
+                held.certified.restore(st["certified"])
+            else:  # a file written before certified verdicts: from the position evaluated
+                held.certified.start_at(held.evaluated or 0)
             saved_releases[model_id] = st.get("releases")
         for model_id, metric, attribute, state, latest in self.store.cell_states():
             ms = restored.get(model_id)
@@ -963,8 +967,9 @@ class Pipeline:
             w = ms.window
             releases = orjson.dumps(ms.publication.saved()).decode()
             rows.append(
-                (m, w.arrivals, ms.evaluations, w.old_events, now, ms.evaluated or 0, releases)
-            )
+                (m, w.arrivals, ms.evaluations, w.old_events, now, ms.evaluated or 0, releases,
+                 ms.certified.saved())
+            )  # fmt: skip
         self.store.write_model_states(rows)
 
     def flush(self) -> int:
@@ -1099,6 +1104,9 @@ class Pipeline:
         kappa = self.axes.kappa.get(model_id)
         applicable = self.axes.axis3_applicable.get(model_id, True)
         cells, states, events = [], [], []
+        if not interim:  # the hop's block into the certified verdicts (stream order)
+            events.extend(ms.certified.advance(self.store, job.window.end_count, evaluation))
+        certified = ms.certified.verdicts()
         for r in results:
             key = (model_id, r.metric, r.attribute)
             cell_key = (r.metric, r.attribute)
@@ -1129,6 +1137,7 @@ class Pipeline:
                 reliable_verdict=tracker.reliable.confirmed,
                 predictions=job.predictions,
                 with_outcome=job.with_outcome,
+                certified=certified.get(cell_key),
             )
             cells.append(cell)
             if not interim and self.drift is not None and self.drift.update(key, r.value):

@@ -92,11 +92,14 @@ def test_bench_alerts_replays_a_small_demo_through_the_real_rules(capsys, tmp_pa
     assert set(models) == {"los-xgb-discharge", "los-xgb-admission"}
     assert all(n > 0 for n in out["evaluations"].values())
     # routing comes from the shipped Alertmanager config
-    assert out["receivers"]["VFRConfirmedVerdictFlip"] == "governance"
+    assert out["receivers"]["VFRCertifiedVerdictChange"] == "governance"
+    assert out["receivers"]["VFRConfirmedVerdictFlip"] == "governance-notices"
+    assert out["receivers"]["VFRConfirmedTierDowngrade"] == "governance-notices"
     assert out["receivers"]["VFRVerdictUnreliable"] == "governance-notices"
     assert out["receivers"]["VFRConfirmedTierDowngradeNotice"] == "governance-notices"
     notices = {
-        "VFRVerdictUnreliable", "VFRCatastrophicInstability", "VFRConfirmedTierDowngradeNotice"
+        "VFRVerdictUnreliable", "VFRCatastrophicInstability", "VFRConfirmedTierDowngradeNotice",
+        "VFRConfirmedVerdictFlip", "VFRConfirmedTierDowngrade",
     }
     for d in models.values():
         assert d["pages_total"] == sum(d["pages"].values())

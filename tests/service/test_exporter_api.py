@@ -24,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.core.jsonable import dumps, to_jsonable
+from monitor.core.results import CertifiedVerdict
 from monitor.core.tiers import EVALUABLE_TIERS, Tier
 from monitor.service.api import serve
 from monitor.service.exporter import (
@@ -63,6 +64,12 @@ EXPECTED = {
     "vfr_cell_last_event_info": (
         "gauge",
         {"model", "metric", "attribute", "kind", "explanation"},
+    ),
+    "vfr_cell_certified_verdict": ("gauge", {"model", "metric", "attribute"}),
+    "vfr_cell_certified_change_records": ("gauge", {"model", "metric", "attribute"}),
+    "vfr_certified_changes_total": (
+        "counter",
+        {"model", "metric", "attribute", "kind", "direction"},
     ),
     "vfr_verdict_flips_total": (
         "counter",
@@ -319,6 +326,40 @@ def test_event_counters_increase_per_state():
     assert value(text, "vfr_evaluation_duration_seconds_count", model="xgb") == 2
     assert value(text, "vfr_evaluation_duration_seconds_sum", model="xgb") == pytest.approx(2.5)
     assert value(text, "vfr_last_evaluation_timestamp_seconds", model="xgb") == 200.0
+
+
+def test_certified_verdicts_and_changes_are_exported_as_released():
+    exp, st = new_exporter()
+    cv = CertifiedVerdict  # verdict, records since, evaluable, last change, its records
+    cell(st, certified=cv("fail", 1000, True, ("pass", "fail"), 8012, None, -2.0))
+    cell(st, metric="SPD", certified=cv("undetermined", 4000, True, None, None, -1.0, -0.5))
+    cell(st, metric="EOPP", certified=cv("pass", 300, True, ("undetermined", "pass"), 7, -3.0))
+    cell(st, metric="TI")  # not certifiable: no series
+    cell(st, metric="PP", window_n=7, certified=cv("pass", 0, True, ("fail", "pass"), 900))
+    text = exp.render()
+    got = {dict(k)["metric"]: v for k, v in samples(text, "vfr_cell_certified_verdict").items()}
+    assert got == {"DI": -1.0, "SPD": 0.0, "EOPP": 1.0}  # PP: a window under the rule
+    records = samples(text, "vfr_cell_certified_change_records")
+    # rounded to 5; a change on fewer than 11 records has no series
+    assert {dict(k)["metric"]: v for k, v in records.items()} == {"DI": 8010.0}
+    page = event("certified_change", confirmed=True, axes={"records": 8010, "page": True})
+    exp.count_event(page, 5000)
+    exp.count_event(page, 5000)
+    first = event("certified_change", old="undetermined", new="pass", confirmed=True,
+                  direction="undetermined_to_pass", axes={"records": 2000, "page": False})
+    exp.count_event(first, 5000)
+    exp.count_event(first, 7)  # a window under the rule: not counted
+    text = exp.render()
+    assert value(text, "vfr_certified_changes_total", **DI, kind="page",
+                 direction="pass_to_fail") == 2  # fmt: skip
+    assert value(text, "vfr_certified_changes_total", **DI, kind="notice",
+                 direction="undetermined_to_pass") == 1  # fmt: skip
+    sentence = samples(text, "vfr_cell_last_event_info")
+    said = [dict(k)["explanation"] for k in sentence if dict(k)["kind"] == "certified_change"]
+    assert said == ["DI by race is certified pass for the first time, on 2000 records since "
+                    "the previous change."]  # fmt: skip
+    with pytest.raises(ValueError):
+        exp.count_event(event("certified_change", direction="sideways"), 5000)
 
 
 def test_last_confirmed_event_sentence_is_one_series_per_cell_and_kind():

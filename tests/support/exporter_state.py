@@ -10,7 +10,7 @@ from monitor.core.axis1 import CellResult
 from monitor.core.coverage import AttributeCoverage, PublishedCoverage
 from monitor.core.events import CellEvent
 from monitor.core.explain import Cutoffs, explain_event
-from monitor.core.results import CellEvaluation
+from monitor.core.results import CellEvaluation, CertifiedVerdict
 from monitor.core.tiers import Tier, TierResult, not_evaluable_tier
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
 
@@ -73,6 +73,7 @@ def make_cell(model="xgb", metric="DI", attribute="race", **over) -> CellEvaluat
         reliable_verdict=kw.get("reliable_verdict",
                                 None if cp is None else ("pass" if cp else "fail")),
         outcome_coverage=kw.get("outcome_coverage"),
+        certified=kw.get("certified"),
     )  # fmt: skip
 
 
@@ -112,10 +113,14 @@ def new_exporter(version: str = "0.1.0", **kw) -> tuple[Exporter, State]:
 
 def populate(exp: Exporter, st: State) -> None:
     """Touch every metric so the exposition holds at least one series of each."""
-    cell(st, sigma=INF, n_star=INF, ci_low=NAN, confirmed_pass=True)
+    cell(st, sigma=INF, n_star=INF, ci_low=NAN, confirmed_pass=True,
+         certified=CertifiedVerdict("fail", 1000, True, ("pass", "fail"), 8012, None, -2.0))
     cell(st, metric="SPD", partial=True, kappa=None, n_star=None, tier="Pending")
     cell(st, metric="EOPP", outcome_coverage=coverage_of({"0": (0.9, 2.5), "1": (0.63, 4.0)}))
     exp.count_event(event(), 5000)
+    exp.count_event(
+        event("certified_change", confirmed=True, axes={"records": 8010, "page": True}), 5000
+    )
     exp.count_event(
         event("tier_change", old="Practical-Stability", new="Caution-Required", confirmed=True,
               direction="downgrade"), 5000,
