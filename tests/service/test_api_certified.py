@@ -64,8 +64,11 @@ def test_api_cells_carry_the_released_certified_verdict_rounded(service):
         assert n is None or n == "<11" or n % 5 == 0
     di = cells[("model-00", "DI", "sex")]["certified"]
     assert di["verdict"] == "fail" and di["last_change"] == ["pass", "fail"]
-    assert all(c["certified"] is None or c["certified"]["verdict"] != "fail"
-               for k, c in cells.items() if k[0] == "model-01")  # fmt: skip
+    # model-01 pages nowhere: what it certified (DI and SPD by race fail, with DI at 0.42:
+    # real findings) it certified from undetermined, a notice
+    for k, c in cells.items():
+        if k[0] == "model-01" and c["certified"] is not None and c["certified"]["last_change"]:
+            assert c["certified"]["last_change"][0] == "undetermined", (k, c["certified"])
 
 
 def test_api_events_list_the_certified_changes_and_metrics_the_verdicts(service):
