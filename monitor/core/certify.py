@@ -212,6 +212,11 @@ def log_e_values(
     return out
 
 
+def _logit(v: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.log(v) - np.log1p(-v)
+    return out
+
+
 def growth_bets(
     q_a: np.ndarray,
     q_b: np.ndarray,
@@ -243,12 +248,8 @@ def growth_bets(
     q_a = np.clip(q_a, 1e-3, 1 - 1e-3)
     pb, pa = kl_projection(q_a, q_b, n_a, n_b, theta, eps)
 
-    def logit(v: np.ndarray) -> np.ndarray:
-        out: np.ndarray = np.log(v) - np.log1p(-v)
-        return out
-
-    lam_a = np.clip(logit(q_a) - logit(pa), -MAX_BET, MAX_BET)
-    lam_b = np.clip(logit(q_b) - logit(pb), -MAX_BET, MAX_BET)
+    lam_a = np.clip(_logit(q_a) - _logit(pa), -MAX_BET, MAX_BET)
+    lam_b = np.clip(_logit(q_b) - _logit(pb), -MAX_BET, MAX_BET)
     if side == "fail":
         lam_a, lam_b = np.minimum(lam_a, 0.0), np.maximum(lam_b, 0.0)
     else:
@@ -294,12 +295,8 @@ def grid_bets(
     alt_a = np.clip(pa[..., None] + sign * delta * (v_a / var)[..., None], 1e-3, 1 - 1e-3)
     alt_b = np.clip(pb[..., None] - sign * delta * (theta * v_b / var)[..., None], 1e-3, 1 - 1e-3)
 
-    def logit(v: np.ndarray) -> np.ndarray:
-        out: np.ndarray = np.log(v) - np.log1p(-v)
-        return out
-
-    lam_a = np.clip(logit(alt_a) - logit(pa)[..., None], -MAX_BET, MAX_BET)
-    lam_b = np.clip(logit(alt_b) - logit(pb)[..., None], -MAX_BET, MAX_BET)
+    lam_a = np.clip(_logit(alt_a) - _logit(pa)[..., None], -MAX_BET, MAX_BET)
+    lam_b = np.clip(_logit(alt_b) - _logit(pb)[..., None], -MAX_BET, MAX_BET)
     if side == "fail":
         return np.minimum(lam_a, 0.0), np.maximum(lam_b, 0.0)
     return np.maximum(lam_a, 0.0), np.minimum(lam_b, 0.0)
