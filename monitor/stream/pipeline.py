@@ -41,13 +41,11 @@ from monitor.config import MonitorConfig
 from monitor.core.events import CellEvent, CellTracker
 from monitor.core.locks import named_lock
 from monitor.core.results import CellEvaluation, EvaluationRecord
-from monitor.core.tiers import cell_tier
-from monitor.publish.events import published_events
 from monitor.store import DeadLetter, Store
 from monitor.stream.admission import admission_reasons, admit
+from monitor.stream.apply_evaluation import apply_evaluation
 from monitor.stream.axis_payloads import axis_result
 from monitor.stream.columnar import parse_payloads, split_kinds, validate_table
-from monitor.stream.coverage_cells import with_coverage
 from monitor.stream.evaluation_queue import EvaluationQueue, Job
 from monitor.stream.model_state import ModelState, ModelView
 from monitor.stream.outcome_join import Joins, NewPrediction, join_batch
@@ -998,85 +996,19 @@ class Pipeline:
     def _apply(
         self, job: Job, report: BatchReport, interim: bool = False
     ) -> EvaluationRecord | None:
-        """Tiers, trackers and events of a computed evaluation; returns what to store.
-
-        An evaluation is identified by (model, stream position): one at a position the
-        model's written evaluations have reached already is a no-op (None). An interim
-        (wall-clock) evaluation keeps the last hop's number and leaves the trackers alone.
-        """
-        cfg = self.config
-        model_id, now = job.model_id, job.now
-        ms = self._models[model_id]
-        if ms.evaluated is not None and job.window.end_count <= ms.evaluated:
-            job.cancel()
-            return None
-        results = job.computed()
-        evaluation = ms.evaluations + (0 if interim else 1)
-        ms.evaluations = evaluation
-        ms.evaluated = job.window.end_count
-        n_star = self.axes.n_star.get(model_id)
-        kappa = self.axes.kappa.get(model_id)
-        applicable = self.axes.axis3_applicable.get(model_id, True)
-        cells, states, events = [], [], []
-        if not interim:  # the hop's block into the certified verdicts (stream order)
-            events.extend(ms.certified.advance(self.store, job.window.end_count, evaluation))
-        certified = ms.certified.verdicts()
-        for r in results:
-            key = (model_id, r.metric, r.attribute)
-            cell_key = (r.metric, r.attribute)
-            ns = None if n_star is None else n_star.get((r.metric, r.attribute))
-            kp = None if kappa is None else kappa.get((r.metric, r.attribute))
-            tier = cell_tier(r.vfr, ns, kp, applicable, cfg, r.not_evaluable_reason)
-            axes = {"value": r.value, "vfr": r.vfr, "n_star": ns, "kappa": kp, "sigma": r.sigma}
-            tracker = ms.trackers.get(cell_key)
-            if tracker is None:
-                tracker = ms.trackers[cell_key] = CellTracker(
-                    *key, confirm_windows=cfg.confirm_windows, tau_vfr=cfg.axis1.tau_vfr
-                )
-            if not interim and not r.evaluable:  # no verdict, no tier: nothing to flip
-                tracker.observe_not_evaluable()
-            elif not interim:
-                events.extend(
-                    tracker.observe(evaluation, r.dominant_verdict, tier.tier.value, axes)
-                )
-            cell = CellEvaluation(
-                result=r,
-                evaluation=evaluation,
-                tier=tier,
-                confirmed_tier=tracker.tier.confirmed,
-                confirmed_verdict=tracker.verdict.confirmed,
-                n_star=ns,
-                kappa=kp,
-                evaluated_at=str(now),
-                reliable_verdict=tracker.reliable.confirmed,
-                predictions=job.predictions,
-                with_outcome=job.with_outcome,
-                certified=certified.get(cell_key),
-            )
-            cells.append(cell)
-            if not interim and self.drift is not None and self.drift.update(key, r.value):
-                report.drift.append(key)
-        cells = with_coverage(cells, job.coverage, cfg)  # beside the label-based cells
-        cells = ms.publication.publish(cells, job.release, job.bases)  # what of it is shown
-        for cell in cells:
-            cell_key = (cell.result.metric, cell.result.attribute)
-            ms.latest[cell_key] = cell
-            state = ms.trackers[cell_key].to_dict()
-            shown = ms.publication.cells.get(cell_key)
-            if shown is not None:  # saved with the state: a restart shows the same
-                state["released"] = shown.to_dict()
-            states.append((*cell_key, state))
-        events = published_events(events)
-        report.evaluations.append((model_id, job.seconds))
-        report.cells.extend(cells)
-        report.events.extend(events)
-        return EvaluationRecord(
-            model_id,
-            evaluation,
-            job.window,
-            tuple(cells),
-            tuple(states),
-            tuple(events),
-            now,
+        """A computed evaluation applied to its model (monitor.stream.apply_evaluation) and
+        put in the report; returns what to store (None: its position is written already)."""
+        model_id = job.model_id
+        applied = apply_evaluation(
+            job, self._models[model_id], self.config, self.store,
+            n_star=self.axes.n_star.get(model_id), kappa=self.axes.kappa.get(model_id),
+            applicable=self.axes.axis3_applicable.get(model_id, True), drift=self.drift,
             interim=interim,
-        )
+        )  # fmt: skip
+        if applied is None:
+            return None
+        report.drift.extend(applied.drift)
+        report.evaluations.append((model_id, job.seconds))
+        report.cells.extend(applied.record.cells)
+        report.events.extend(applied.record.events)
+        return applied.record
