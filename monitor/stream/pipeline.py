@@ -12,19 +12,20 @@ Evaluation points are deterministic: a model is evaluated when its accepted
 record count reaches a multiple of ``hop_records`` (a batch is split at those
 boundaries), with a seed derived from (seed, model, record count). So a run that
 was killed and restarted produces the same window results as one that was not.
+
+The hop evaluations taken and not yet applied, and where their Axis 1 runs (here or in
+the worker process), are :class:`~monitor.stream.evaluation_queue.EvaluationQueue`'s;
+the pipeline calls it only under its lock and applies what it hands back in stream order.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import pickle
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,33 +38,23 @@ from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from consumers.base import Origin
 from monitor.config import MonitorConfig
-from monitor.core.axis1 import CellResult
 from monitor.core.events import CellEvent, CellTracker
 from monitor.core.locks import named_lock
-from monitor.core.outcome_split import run_split
-from monitor.core.results import CellEvaluation, EvaluationRecord, WindowPosition
-from monitor.core.tiers import cell_tier
-from monitor.publish.events import published_events
+from monitor.core.results import CellEvaluation, EvaluationRecord
 from monitor.store import DeadLetter, Store
-from monitor.stream import eval_worker
 from monitor.stream.admission import admission_reasons, admit
+from monitor.stream.apply_evaluation import apply_evaluation
 from monitor.stream.axis_payloads import axis_result
 from monitor.stream.columnar import parse_payloads, split_kinds, validate_table
-from monitor.stream.coverage_cells import with_coverage
+from monitor.stream.evaluation_queue import EvaluationQueue, Job
 from monitor.stream.model_state import ModelState, ModelView
 from monitor.stream.outcome_join import Joins, NewPrediction, join_batch
 from monitor.stream.ownership import Partition, PartitionOwnership
 from monitor.stream.publication import WindowCounts
 from monitor.stream.schema import Rejection, validate_outcome_records, validate_records
-from monitor.stream.window import ModelWindow, RecordBatch, WindowCoverage
+from monitor.stream.window import ModelWindow, RecordBatch
 
 log = logging.getLogger(__name__)
-
-
-def evaluation_seed(seed: int, model_id: str, end_count: int) -> int:
-    """The Axis 1 seed of a model's evaluation at a stream position (stable across restarts)."""
-    ss = np.random.SeedSequence(seed, spawn_key=(zlib.crc32(model_id.encode()), int(end_count)))
-    return int(ss.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
 
 
 @dataclass
@@ -193,30 +184,6 @@ class _Checked:
     outcomes: pd.DataFrame | None = None
 
 
-@dataclass
-class _Job:
-    """A hop evaluation taken at a stream position: the window's state, and its Axis 1."""
-
-    model_id: str
-    now: pd.Timestamp
-    seed: int
-    window: WindowPosition
-    future: Future | None = None  # the worker's [(results, seconds)] of a batch's jobs
-    index: int = 0  # this job's place in the future's list
-    results: list[CellResult] | None = None  # computed in this thread
-    seconds: float = 0.0
-    #: the attributes whose cells this evaluation releases (decided when the window was
-    #: taken, in stream order: monitor.stream.publication)
-    release: frozenset[str] = frozenset()
-    #: the model's release points after this evaluation's decision
-    bases: dict | None = None
-    #: predictions in the window, and those with an outcome (issue 23)
-    predictions: int | None = None
-    with_outcome: int | None = None
-    #: the window's outcome coverage per group (issue 23; monitor.stream.coverage_cells)
-    coverage: WindowCoverage | None = None
-
-
 class Pipeline:
     """The sink: decode, validate, store, window, evaluate; one transaction per batch."""
 
@@ -239,8 +206,6 @@ class Pipeline:
         self.axes = AxisCache()
         #: on_batch failures after a committed batch (the batch itself is not redelivered)
         self.observer_failures = 0
-        #: hop evaluations submitted to the worker, in stream order, not written yet
-        self._pending: list[_Job] = []
         #: reports made under the lock (batches, flushes, ticks, evaluations recovered at
         #: start-up), handed to ``on_batch`` once the lock is released (see _locked)
         self._outbox: deque[BatchReport] = deque()
@@ -250,8 +215,6 @@ class Pipeline:
         self._observer_lock = named_lock("observer")
         #: this thread's depth of holds of ``lock`` (deliveries wait for the outermost)
         self._depth = threading.local()
-        self.use_worker = config.service.evaluation_worker
-        self._config_bytes = pickle.dumps(config)
         #: True while the in-memory state is not a faithful copy of the store (see _reload)
         self._stale = False
         self.lock = named_lock("pipeline", reentrant=True)
@@ -260,8 +223,8 @@ class Pipeline:
         self.columnar = True
         #: each model's source partition, and the models dropped as their partition was revoked
         self._ownership = PartitionOwnership()
-        if self.use_worker:
-            eval_worker.start()
+        #: the hop evaluations taken and not applied yet (starts the worker if configured)
+        self.queue = EvaluationQueue(config, use_worker=config.service.evaluation_worker)
         self.restore()
 
     # ------------------------------------------------------------------ restart
@@ -421,7 +384,7 @@ class Pipeline:
                     self.observer_failures += 1
                     log.error("after-batch observer failed: %s", type(exc).__name__)
 
-    def _job_at(self, model_id: str, end: int) -> _Job:
+    def _job_at(self, model_id: str, end: int) -> Job:
         """The evaluation of a model's window as it was at stream position ``end``."""
         cfg = self.config
         frame = self._window_frame(model_id, end)
@@ -431,10 +394,10 @@ class Pipeline:
         w.arrivals = end
         # the rebuilt window holds the records the live one held at ``end``: the release
         # rule decides as it did then, from the release points restored from the file
-        job = self._snapshot(w, pd.Timestamp(self.clock(), unit="s", tz="UTC"))
-        t0 = time.perf_counter()
-        job.results = run_split(*w.split_tables(), cfg, job.seed, threads=1)
-        job.seconds = time.perf_counter() - t0
+        job = self.queue.snapshot(
+            w, self._models[model_id], pd.Timestamp(self.clock(), unit="s", tz="UTC")
+        )
+        self.queue.compute(job, w)
         return job
 
     def _window_frame(self, model_id: str, end: int | None) -> pd.DataFrame:
@@ -828,39 +791,16 @@ class Pipeline:
 
     def _reload(self) -> None:
         self._stale = True
-        for job in self._pending:
-            if job.future is not None:
-                job.future.cancel()
-        self._pending.clear()
+        self.queue.cancel_all()
         self._models.clear()
         self._ownership.reset()
         self.restore()
         self._stale = False
 
-    #: batches whose evaluations may still be in the worker before ingestion waits for them
-    MAX_BACKLOG = 4
-
     def _collect(self, report: BatchReport, wait_all: bool = False) -> list[EvaluationRecord]:
-        """Apply the worker's finished evaluations, in stream order; returns the rows to store.
-
-        Stops at the first one not finished, unless more than MAX_BACKLOG batches' worth
-        are outstanding (then it waits for the oldest) or ``wait_all``.
-        """
-        items = []
-        while self._pending:
-            job = self._pending[0]
-            if (
-                not wait_all
-                and job.future is not None
-                and not job.future.done()
-                and len({id(j.future) for j in self._pending}) <= self.MAX_BACKLOG
-            ):
-                break
-            item = self._apply(job, report)
-            if item is not None:
-                items.append(item)
-            self._pending.pop(0)
-        return items
+        """Apply the worker's finished evaluations, in stream order (EvaluationQueue.collect);
+        returns the rows to store."""
+        return self.queue.collect(lambda job: self._apply(job, report), wait_all)
 
     def _advance_windows(
         self,
@@ -880,13 +820,7 @@ class Pipeline:
             )
         with self.stats.stage("state"):
             self._write(pending, sorted(touched), now)
-        if submitted:  # one worker call for the batch's hop points
-            future = eval_worker.submit_many(
-                self._config_bytes, [(tables, job.seed) for job, tables in submitted]
-            )
-            for job, _ in submitted:
-                job.future = future
-                self._pending.append(job)
+        self.queue.submit(submitted)  # one worker call for the batch's hop points
 
     def _add_to_windows(
         self,
@@ -896,7 +830,7 @@ class Pipeline:
         report: BatchReport,
         pending: list[EvaluationRecord],
         joins: dict[str, Joins],
-    ) -> tuple[list[tuple[_Job, Any]], set[str]]:
+    ) -> tuple[list[tuple[Job, Any]], set[str]]:
         """The window updates and hop points of :meth:`_advance_windows`; returns the hop
         evaluations for the worker and the models touched.
 
@@ -904,7 +838,7 @@ class Pipeline:
         before the evaluation at a hop point E every join with label_pos <= E is applied,
         the rest after the model's last new record of the batch."""
         hop = self.config.window.hop_records
-        submitted: list[tuple[_Job, Any]] = []
+        submitted: list[tuple[Job, Any]] = []
         touched = {item.model_id for item in pending}
         # one stable sort splits the batch by model, keeping arrival order within each
         enc = pa.chunked_array([models]) if isinstance(models, pa.Array) else models
@@ -937,10 +871,9 @@ class Pipeline:
                 if w.arrivals % hop == 0:
                     if cursor is not None:
                         cursor.apply(w, w.arrivals)
-                    if self.use_worker:
-                        job = self._snapshot(w, now)
+                    if self.queue.use_worker:
+                        job = self.queue.snapshot(w, ms, now)
                         self._evaluated_now(ms)
-                        job.index = len(submitted)
                         submitted.append((job, w.split_tables()))
                     else:
                         item = self._evaluate(model_id, now, report)
@@ -976,7 +909,7 @@ class Pipeline:
         """Write the evaluations still being computed by the worker; returns how many."""
         with self._locked():
             self._ensure_loaded()
-            if not self._pending:
+            if not self.queue.pending:
                 if self._unreported:
                     self._report(BatchReport())
                 return 0
@@ -1019,7 +952,7 @@ class Pipeline:
                 for m, ms in self._models.items()
                 if ms.since_eval > 0 and wall - ms.last_eval_wall >= hop_s
             ]
-            if not due and not self._pending:
+            if not due and not self.queue.pending:
                 return 0
             # (also with nothing due: the worker's hop evaluations of a stream that went
             # quiet would otherwise wait for the next record to be written)
@@ -1042,21 +975,6 @@ class Pipeline:
         return done
 
     # ------------------------------------------------------------------ evaluation
-    def _snapshot(self, w: ModelWindow, now: pd.Timestamp) -> _Job:
-        """A hop evaluation of window ``w`` at its current stream position."""
-        seed = evaluation_seed(self.config.axis1.seed, w.model_id, w.arrivals)
-        window = WindowPosition(w.kind, w.first_seq, w.last_seq, w.arrivals, seed)
-        ms = self._models[w.model_id]
-        release: frozenset[str] = frozenset()
-        bases = None
-        if ms.evaluated is None or w.arrivals > ms.evaluated:  # not a position done already
-            counts = WindowCounts.of(w, ms.publication.bases())
-            release, bases = ms.publication.decide(counts)
-        return _Job(
-            w.model_id, now, seed, window, release=release, bases=bases, predictions=w.n,
-            with_outcome=w.with_outcome, coverage=w.coverage(),
-        )
-
     def _evaluated_now(self, ms: ModelState) -> None:
         ms.since_eval = 0
         ms.last_eval_wall = self.clock()
@@ -1070,99 +988,27 @@ class Pipeline:
         if ms.evaluated is not None and w.arrivals <= ms.evaluated:
             self._evaluated_now(ms)
             return None  # this stream position is evaluated already
-        job = self._snapshot(w, now)
+        job = self.queue.snapshot(w, ms, now)
         self._evaluated_now(ms)
-        t0 = time.perf_counter()
-        job.results = run_split(*w.split_tables(), self.config, job.seed, threads=1)
-        job.seconds = time.perf_counter() - t0
+        self.queue.compute(job, w)
         return self._apply(job, report, interim)
 
     def _apply(
-        self, job: _Job, report: BatchReport, interim: bool = False
+        self, job: Job, report: BatchReport, interim: bool = False
     ) -> EvaluationRecord | None:
-        """Tiers, trackers and events of a computed evaluation; returns what to store.
-
-        An evaluation is identified by (model, stream position): one at a position the
-        model's written evaluations have reached already is a no-op (None). An interim
-        (wall-clock) evaluation keeps the last hop's number and leaves the trackers alone.
-        """
-        cfg = self.config
-        model_id, now = job.model_id, job.now
-        ms = self._models[model_id]
-        if ms.evaluated is not None and job.window.end_count <= ms.evaluated:
-            if job.future is not None:
-                job.future.cancel()
-            return None
-        if job.results is None:
-            assert job.future is not None
-            job.results, job.seconds = job.future.result()[job.index]
-        results = job.results
-        evaluation = ms.evaluations + (0 if interim else 1)
-        ms.evaluations = evaluation
-        ms.evaluated = job.window.end_count
-        n_star = self.axes.n_star.get(model_id)
-        kappa = self.axes.kappa.get(model_id)
-        applicable = self.axes.axis3_applicable.get(model_id, True)
-        cells, states, events = [], [], []
-        if not interim:  # the hop's block into the certified verdicts (stream order)
-            events.extend(ms.certified.advance(self.store, job.window.end_count, evaluation))
-        certified = ms.certified.verdicts()
-        for r in results:
-            key = (model_id, r.metric, r.attribute)
-            cell_key = (r.metric, r.attribute)
-            ns = None if n_star is None else n_star.get((r.metric, r.attribute))
-            kp = None if kappa is None else kappa.get((r.metric, r.attribute))
-            tier = cell_tier(r.vfr, ns, kp, applicable, cfg, r.not_evaluable_reason)
-            axes = {"value": r.value, "vfr": r.vfr, "n_star": ns, "kappa": kp, "sigma": r.sigma}
-            tracker = ms.trackers.get(cell_key)
-            if tracker is None:
-                tracker = ms.trackers[cell_key] = CellTracker(
-                    *key, confirm_windows=cfg.confirm_windows, tau_vfr=cfg.axis1.tau_vfr
-                )
-            if not interim and not r.evaluable:  # no verdict, no tier: nothing to flip
-                tracker.observe_not_evaluable()
-            elif not interim:
-                events.extend(
-                    tracker.observe(evaluation, r.dominant_verdict, tier.tier.value, axes)
-                )
-            cell = CellEvaluation(
-                result=r,
-                evaluation=evaluation,
-                tier=tier,
-                confirmed_tier=tracker.tier.confirmed,
-                confirmed_verdict=tracker.verdict.confirmed,
-                n_star=ns,
-                kappa=kp,
-                evaluated_at=str(now),
-                reliable_verdict=tracker.reliable.confirmed,
-                predictions=job.predictions,
-                with_outcome=job.with_outcome,
-                certified=certified.get(cell_key),
-            )
-            cells.append(cell)
-            if not interim and self.drift is not None and self.drift.update(key, r.value):
-                report.drift.append(key)
-        cells = with_coverage(cells, job.coverage, cfg)  # beside the label-based cells
-        cells = ms.publication.publish(cells, job.release, job.bases)  # what of it is shown
-        for cell in cells:
-            cell_key = (cell.result.metric, cell.result.attribute)
-            ms.latest[cell_key] = cell
-            state = ms.trackers[cell_key].to_dict()
-            shown = ms.publication.cells.get(cell_key)
-            if shown is not None:  # saved with the state: a restart shows the same
-                state["released"] = shown.to_dict()
-            states.append((*cell_key, state))
-        events = published_events(events)
-        report.evaluations.append((model_id, job.seconds))
-        report.cells.extend(cells)
-        report.events.extend(events)
-        return EvaluationRecord(
-            model_id,
-            evaluation,
-            job.window,
-            tuple(cells),
-            tuple(states),
-            tuple(events),
-            now,
+        """A computed evaluation applied to its model (monitor.stream.apply_evaluation) and
+        put in the report; returns what to store (None: its position is written already)."""
+        model_id = job.model_id
+        applied = apply_evaluation(
+            job, self._models[model_id], self.config, self.store,
+            n_star=self.axes.n_star.get(model_id), kappa=self.axes.kappa.get(model_id),
+            applicable=self.axes.axis3_applicable.get(model_id, True), drift=self.drift,
             interim=interim,
-        )
+        )  # fmt: skip
+        if applied is None:
+            return None
+        report.drift.extend(applied.drift)
+        report.evaluations.append((model_id, job.seconds))
+        report.cells.extend(applied.record.cells)
+        report.events.extend(applied.record.events)
+        return applied.record

@@ -91,7 +91,7 @@ def test_a_revocation_with_evaluations_pending_during_scrapes_neither_freezes_no
                     part, [Origin("t", model_partition(p), offset + k) for k, p in enumerate(part)]
                 )
                 offset += len(part)
-            pending_at_revoke += len(pipe._pending)
+            pending_at_revoke += len(pipe.queue.pending)
             # the revocation, on a thread of its own as kafka-python's IO thread ran it
             revoker = threading.Thread(
                 target=pipe.forget_partitions, args=([("t", rounds % 3)],), name="revoker",

@@ -209,8 +209,8 @@ def test_hop_evaluations_lost_in_the_worker_are_taken_at_restart_once(tmp_path):
     for i in range(0, 3330, 333):
         chunk = payloads[i : i + 333]
         pipe.ingest_batch(chunk, [Origin("t", 0, i + k) for k in range(len(chunk))])
-    assert pipe._pending, "the test needs evaluations still pending at the 'kill'"
-    pipe._pending.clear()  # the process died: never written
+    assert pipe.queue.pending, "the test needs evaluations still pending at the 'kill'"
+    pipe.queue.pending.clear()  # the process died: never written
     s1.close()
     s2 = Store(path, CFG)
     pipe = Pipeline(CFG, s2)  # recomputes the missing hops, their blocks included

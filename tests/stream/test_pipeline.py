@@ -225,9 +225,9 @@ def test_evaluations_lost_in_the_worker_are_recomputed_at_restart(tmp_path):
     for i in range(0, 1665, 333):  # no flush: the last batch's evaluations are in the worker
         chunk = payloads[i : i + 333]
         pipe.ingest_batch(chunk, [Origin("t", 0, i + k) for k in range(len(chunk))])
-    assert pipe._pending, "the test needs evaluations still pending at the 'kill'"
+    assert pipe.queue.pending, "the test needs evaluations still pending at the 'kill'"
     written = s1.counts()["window_results"]
-    pipe._pending.clear()  # as if the process died: they are never written
+    pipe.queue.pending.clear()  # as if the process died: they are never written
     s1.close()
     s2 = Store(path, CFG)
     assert s2.counts()["window_results"] == written
