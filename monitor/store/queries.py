@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.core.events import CellEvent
+from monitor.store.codec import StoredCell, StoredModelState, decode_cell, decode_model_state
 
 #: Tables whose rows :func:`counts` counts.
 COUNTED_TABLES = ("discharges", "dead_letters", "window_results", "events", "axis_results",
@@ -311,34 +312,22 @@ def model_partitions(c: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, int]]
     return {m: (t, int(p)) for m, t, p in rows.fetchall()}
 
 
-def model_states(c: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
-    """model_id -> its stream counters (records, evaluations, old_events, evaluated_records),
-    its release points (ModelPublication.saved; None before v9) and its certified verdicts'
-    state (monitor.stream.certified; None before v12)."""
+def model_states(c: duckdb.DuckDBPyConnection) -> dict[str, StoredModelState]:
+    """model_id -> its stream counters, its release points (None before v9) and its
+    certified verdicts' state (None before v12), decoded by monitor.store.codec."""
     rows = c.execute(
         "SELECT model_id, records, evaluations, old_events, evaluated_records, releases, "
         "certified FROM model_state"
     ).fetchall()
-    return {
-        m: {
-            "records": r, "evaluations": e, "old_events": o, "evaluated_records": v,
-            "releases": json.loads(ch) if ch else None,
-            "certified": json.loads(ce) if ce else None,
-        }
-        for m, r, e, o, v, ch, ce in rows
-    }  # fmt: skip
+    return {m: decode_model_state(*rest) for m, *rest in rows}
 
 
-def cell_states(
-    c: duckdb.DuckDBPyConnection,
-) -> list[tuple[str, str, str, dict[str, Any], dict[str, Any] | None]]:
-    """(model, metric, attribute, tracker state, latest result) of every cell, in key order."""
+def cell_states(c: duckdb.DuckDBPyConnection) -> list[StoredCell]:
+    """Every cell's tracker, released and latest evaluation, in key order."""
     rows = c.execute(
         "SELECT model_id, metric, attribute, state, latest FROM cell_state ORDER BY 1, 2, 3"
     ).fetchall()
-    return [
-        (m, me, a, json.loads(s), json.loads(lt) if lt else None) for m, me, a, s, lt in rows
-    ]
+    return [decode_cell(*row) for row in rows]
 
 
 def models_with_cells(c: duckdb.DuckDBPyConnection) -> list[str]:

@@ -35,6 +35,7 @@ from monitor.core.jsonable import to_json
 from monitor.core.locks import named_lock
 from monitor.core.results import EvaluationRecord
 from monitor.store import fleet, migrations, queries
+from monitor.store.codec import StoredCell, StoredModelState, encode_cell_state
 from monitor.store.key_index import KeyHashes, conflicting_rows
 from monitor.store.results_messages import (
     ResultMessage,
@@ -566,11 +567,11 @@ class Store:
         return queries.model_partitions(self._conn)
 
     @_serialised
-    def model_states(self) -> dict[str, dict[str, Any]]:
+    def model_states(self) -> dict[str, StoredModelState]:
         return queries.model_states(self._conn)
 
     @_serialised
-    def cell_states(self) -> list[tuple[str, str, str, dict[str, Any], dict[str, Any] | None]]:
+    def cell_states(self) -> list[StoredCell]:
         return queries.cell_states(self._conn)
 
     @_serialised
@@ -712,7 +713,7 @@ class Store:
             for m, a, st in it.states:
                 latest[(it.model_id, m, a)] = (st, cells.get((m, a)), it.evaluated_at)
         latest_state = [
-            (model, m, a, to_json(st),
+            (model, m, a, encode_cell_state(st),
              to_json(None) if cell is None else cell_json[id(cell)], at)
             for (model, m, a), (st, cell, at) in latest.items()
         ]  # fmt: skip

@@ -288,27 +288,25 @@ class Pipeline:
             frame = self._window_frame(model_id, None)
             if len(frame):
                 w.add(RecordBatch.from_frame(frame, cfg))
-            w.arrivals = st["records"]
-            w.old_events = st["old_events"]
-            done = st.get("evaluated_records")
+            w.arrivals = st.records
+            w.old_events = st.old_events
             held = restored[model_id] = ModelState(
-                w, evaluations=st["evaluations"], evaluated=st["records"] if done is None else done
+                w, evaluations=st.evaluations, evaluated=st.evaluated
             )
-            if st.get("certified") is not None:
-                held.certified.restore(st["certified"])
+            if st.certified is not None:
+                held.certified.restore(st.certified)
             else:  # a file written before certified verdicts: from the position evaluated
                 held.certified.start_at(held.evaluated or 0)
-            saved_releases[model_id] = st.get("releases")
-        for model_id, metric, attribute, state, latest in self.store.cell_states():
-            ms = restored.get(model_id)
+            saved_releases[model_id] = st.releases
+        for cell in self.store.cell_states():
+            ms = restored.get(cell.model_id)
             if ms is None:  # cell states are written with their model's state: not wanted
                 continue
-            saved = state.pop("released", None)  # the cell's released evaluation (_apply)
-            ms.trackers[(metric, attribute)] = CellTracker.from_dict(state)
-            if saved is not None:
-                saved_cells.setdefault(model_id, []).append(CellEvaluation.from_dict(saved))
-            if latest:
-                ms.latest[(metric, attribute)] = CellEvaluation.from_dict(latest)
+            ms.trackers[(cell.metric, cell.attribute)] = cell.tracker
+            if cell.released is not None:  # the cell's released evaluation (_apply)
+                saved_cells.setdefault(cell.model_id, []).append(cell.released)
+            if cell.latest is not None:
+                ms.latest[(cell.metric, cell.attribute)] = cell.latest
         self._restore_publications(restored, saved_releases, saved_cells)
         self._models.update(restored)
         # the store holds JSON: typed here, right after the read

@@ -82,7 +82,7 @@ def test_state_reads(c, store):
     assert queries.source_offsets(c) == {("t", 0): 800}
     assert queries.model_partitions(c) == {"model-00": ("t", 0), "model-01": ("t", 0)}
     states = queries.model_states(c)
-    assert states["model-00"]["records"] == 400
+    assert states["model-00"].records == 400
     assert queries.model_progress(c)["model-00"][0] == 400
     cells = queries.cell_states(c)
     assert len(cells) == 2 * len(CFG.metrics) * len(CFG.attributes)
