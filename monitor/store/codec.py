@@ -10,6 +10,11 @@ written by every earlier version decode in one place:
 * a ``cell_state.state`` carries the cell's released evaluation under ``"released"`` only
   since releases existed, and ``latest`` is NULL for a cell not evaluated yet.
 
+The scheduled axes' results (``axis_results.payload``) are written through
+:func:`axis_payload` and read back through :func:`axis_result`, wherever they are read
+(the pipeline's restart, the API, the report), so no layer reads a result through string
+keys.
+
 The release points and the certified verdicts' state stay decoded JSON mappings here:
 their schema belongs to ``monitor.stream.publication`` and ``monitor.stream.certified``,
 above the store, which restore them (``ModelPublication.restore``,
@@ -22,8 +27,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
+from batch_axes.axis2 import Axis2Cell
+from batch_axes.axis3 import Axis3Result
+from batch_axes.equilense import EquiLenseResult
 from monitor.core.events import CellTracker
 from monitor.core.jsonable import to_json
 from monitor.core.results import CellEvaluation
@@ -116,3 +124,42 @@ def encode_cell_state(state: Mapping[str, Any]) -> str:
     cell's released evaluation under ``"released"`` once it released one): what
     :func:`decode_cell` reads back."""
     return to_json(state)
+
+
+#: What one scheduled-axis job produces for one model: an Axis 2 result (one
+#: :class:`~batch_axes.axis2.Axis2Cell` per cell), an :class:`~batch_axes.axis3.Axis3Result`
+#: or an :class:`~batch_axes.equilense.EquiLenseResult`; ``axis_results.payload`` holds
+#: its ``to_dict`` as JSON.
+AxisResult = tuple[Axis2Cell, ...] | Axis3Result | EquiLenseResult
+
+
+def axis_payload(result: AxisResult) -> Any:
+    """The JSON-able payload the store writes for a result."""
+    if isinstance(result, tuple):
+        return [c.to_dict() for c in result]
+    return result.to_dict()
+
+
+@overload
+def axis_result(axis: Literal["axis2"], payload: Any) -> tuple[Axis2Cell, ...]: ...
+@overload
+def axis_result(axis: Literal["axis3"], payload: Any) -> Axis3Result: ...
+@overload
+def axis_result(axis: Literal["equilense"], payload: Any) -> EquiLenseResult: ...
+@overload
+def axis_result(axis: str, payload: Any) -> AxisResult: ...
+def axis_result(axis: str, payload: Any) -> AxisResult:
+    """A stored payload of ``axis`` (decoded JSON) as its typed result (the inverse of
+    :func:`axis_payload`)."""
+    if axis == "axis2":
+        return tuple(Axis2Cell.from_dict(c) for c in payload)
+    if axis == "axis3":
+        return Axis3Result.from_dict(payload)
+    if axis == "equilense":
+        return EquiLenseResult.from_dict(payload)
+    raise ValueError(f"unknown scheduled axis {axis!r}")
+
+
+def decode_axis_result(axis: str, payload: str) -> AxisResult:
+    """An ``axis_results.payload`` column of ``axis`` as its typed result."""
+    return axis_result(axis, json.loads(payload))

@@ -10,17 +10,26 @@ values; wording and the small-cell rule belong to the callers that show them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 import duckdb
 import numpy as np
 import pandas as pd
 
+from batch_axes.axis2 import Axis2Cell
+from batch_axes.axis3 import Axis3Result
 from monitor.core.events import CellEvent
-from monitor.store.codec import StoredCell, StoredModelState, decode_cell, decode_model_state
+from monitor.store.codec import (
+    AxisResult,
+    StoredCell,
+    StoredModelState,
+    decode_axis_result,
+    decode_cell,
+    decode_model_state,
+)
 
 #: Tables whose rows :func:`counts` counts.
 COUNTED_TABLES = ("discharges", "dead_letters", "window_results", "events", "axis_results",
@@ -583,14 +592,24 @@ def confirmed_events(c: duckdb.DuckDBPyConnection) -> list[CellEvent]:
 # --------------------------------------------------------------------------- scheduled axes
 
 
-def latest_axis_results(c: duckdb.DuckDBPyConnection, axis: str) -> dict[str, Any]:
-    """model_id -> the payload of its latest result of one scheduled axis."""
+@overload
+def latest_axis_results(
+    c: duckdb.DuckDBPyConnection, axis: Literal["axis2"]
+) -> Mapping[str, tuple[Axis2Cell, ...]]: ...
+@overload
+def latest_axis_results(
+    c: duckdb.DuckDBPyConnection, axis: Literal["axis3"]
+) -> Mapping[str, Axis3Result]: ...
+@overload
+def latest_axis_results(c: duckdb.DuckDBPyConnection, axis: str) -> Mapping[str, AxisResult]: ...
+def latest_axis_results(c: duckdb.DuckDBPyConnection, axis: str) -> Mapping[str, AxisResult]:
+    """model_id -> its latest result of one scheduled axis, typed (monitor.store.codec)."""
     rows = c.execute(
         "SELECT model_id, payload FROM (SELECT *, row_number() OVER (PARTITION BY model_id "
         "ORDER BY computed_at DESC) AS rn FROM axis_results WHERE axis = ?) WHERE rn = 1",
         [axis],
     ).fetchall()
-    return {m: json.loads(p) for m, p in rows}
+    return {m: decode_axis_result(axis, p) for m, p in rows}
 
 
 def axis_releases(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, Any]]:

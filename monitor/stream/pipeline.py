@@ -47,7 +47,6 @@ from monitor.publish.events import published_events
 from monitor.store import DeadLetter, Store
 from monitor.stream import eval_worker
 from monitor.stream.admission import admission_reasons, admit
-from monitor.stream.axis_payloads import axis_result
 from monitor.stream.columnar import parse_payloads, split_kinds, validate_table
 from monitor.stream.coverage_cells import with_coverage
 from monitor.stream.model_state import ModelState, ModelView
@@ -309,13 +308,12 @@ class Pipeline:
                 ms.latest[(cell.metric, cell.attribute)] = cell.latest
         self._restore_publications(restored, saved_releases, saved_cells)
         self._models.update(restored)
-        # the store holds JSON: typed here, right after the read
-        for model_id, payload in self.store.latest_axis_results("axis2").items():
+        for model_id, cells in self.store.latest_axis_results("axis2").items():
             if wanted(model_id):
-                self.axes.set_axis2(model_id, axis_result("axis2", payload))
-        for model_id, payload in self.store.latest_axis_results("axis3").items():
+                self.axes.set_axis2(model_id, cells)
+        for model_id, result in self.store.latest_axis_results("axis3").items():
             if wanted(model_id):
-                self.axes.set_axis3(model_id, axis_result("axis3", payload))
+                self.axes.set_axis3(model_id, result)
         self._recover_missing_evaluations(restored)
         # Records not seen by any written evaluation (hop or wall-clock) are what a
         # wall-clock hop may evaluate: none when the last evaluation saw the whole window,
