@@ -19,7 +19,7 @@ from monitor.core.privacy import SMALL_CELL_LABEL, reportable
 from monitor.publish.counts import published_count, published_family, published_size
 from monitor.publish.equilense import published_equilense
 
-#: What one scheduled-axis job produces for one model (monitor.stream.axis_payloads).
+#: What one scheduled-axis job produces for one model (monitor.store.codec).
 ScheduledResult = tuple[Axis2Cell, ...] | Axis3Result | EquiLenseResult
 
 

@@ -61,7 +61,7 @@ from monitor.publish.periods import in_period, snap_period
 from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL, reportable
 from monitor.publish.volumes import VolumePoint, monthly_volume
 from monitor.store import queries
-from monitor.stream.axis_payloads import axis_result
+from monitor.store.codec import axis_result
 
 #: Points per cell kept for the time-series figures (event evaluations are always kept).
 MAX_POINTS = 400

@@ -50,7 +50,7 @@ from monitor.service.stored_views import (
     stored_windows,
 )
 from monitor.store import Store, queries
-from monitor.stream.axis_payloads import AxisResult, axis_payload
+from monitor.store.codec import AxisResult, axis_payload
 from monitor.stream.dead_letter_watch import DeadLetterWatch, IngestTally
 from monitor.stream.pipeline import BatchReport, Pipeline
 from monitor.stream.publication import cohort_release

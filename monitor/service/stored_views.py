@@ -17,7 +17,7 @@ from monitor.core.explain import Cutoffs, explain_event
 from monitor.publish.axes import published_axis_row
 from monitor.publish.cells import published_event_rows, published_windows
 from monitor.store import Store, queries
-from monitor.stream.axis_payloads import axis_result
+from monitor.store.codec import axis_result
 
 
 def event_explainer(config: MonitorConfig) -> Callable[[CellEvent], str]:

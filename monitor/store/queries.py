@@ -10,16 +10,26 @@ values; wording and the small-cell rule belong to the callers that show them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 import duckdb
 import numpy as np
 import pandas as pd
 
+from batch_axes.axis2 import Axis2Cell
+from batch_axes.axis3 import Axis3Result
 from monitor.core.events import CellEvent
+from monitor.store.codec import (
+    AxisResult,
+    StoredCell,
+    StoredModelState,
+    decode_axis_result,
+    decode_cell,
+    decode_model_state,
+)
 
 #: Tables whose rows :func:`counts` counts.
 COUNTED_TABLES = ("discharges", "dead_letters", "window_results", "events", "axis_results",
@@ -311,34 +321,22 @@ def model_partitions(c: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, int]]
     return {m: (t, int(p)) for m, t, p in rows.fetchall()}
 
 
-def model_states(c: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
-    """model_id -> its stream counters (records, evaluations, old_events, evaluated_records),
-    its release points (ModelPublication.saved; None before v9) and its certified verdicts'
-    state (monitor.stream.certified; None before v12)."""
+def model_states(c: duckdb.DuckDBPyConnection) -> dict[str, StoredModelState]:
+    """model_id -> its stream counters, its release points (None before v9) and its
+    certified verdicts' state (None before v12), decoded by monitor.store.codec."""
     rows = c.execute(
         "SELECT model_id, records, evaluations, old_events, evaluated_records, releases, "
         "certified FROM model_state"
     ).fetchall()
-    return {
-        m: {
-            "records": r, "evaluations": e, "old_events": o, "evaluated_records": v,
-            "releases": json.loads(ch) if ch else None,
-            "certified": json.loads(ce) if ce else None,
-        }
-        for m, r, e, o, v, ch, ce in rows
-    }  # fmt: skip
+    return {m: decode_model_state(*rest) for m, *rest in rows}
 
 
-def cell_states(
-    c: duckdb.DuckDBPyConnection,
-) -> list[tuple[str, str, str, dict[str, Any], dict[str, Any] | None]]:
-    """(model, metric, attribute, tracker state, latest result) of every cell, in key order."""
+def cell_states(c: duckdb.DuckDBPyConnection) -> list[StoredCell]:
+    """Every cell's tracker, released and latest evaluation, in key order."""
     rows = c.execute(
         "SELECT model_id, metric, attribute, state, latest FROM cell_state ORDER BY 1, 2, 3"
     ).fetchall()
-    return [
-        (m, me, a, json.loads(s), json.loads(lt) if lt else None) for m, me, a, s, lt in rows
-    ]
+    return [decode_cell(*row) for row in rows]
 
 
 def models_with_cells(c: duckdb.DuckDBPyConnection) -> list[str]:
@@ -594,14 +592,24 @@ def confirmed_events(c: duckdb.DuckDBPyConnection) -> list[CellEvent]:
 # --------------------------------------------------------------------------- scheduled axes
 
 
-def latest_axis_results(c: duckdb.DuckDBPyConnection, axis: str) -> dict[str, Any]:
-    """model_id -> the payload of its latest result of one scheduled axis."""
+@overload
+def latest_axis_results(
+    c: duckdb.DuckDBPyConnection, axis: Literal["axis2"]
+) -> Mapping[str, tuple[Axis2Cell, ...]]: ...
+@overload
+def latest_axis_results(
+    c: duckdb.DuckDBPyConnection, axis: Literal["axis3"]
+) -> Mapping[str, Axis3Result]: ...
+@overload
+def latest_axis_results(c: duckdb.DuckDBPyConnection, axis: str) -> Mapping[str, AxisResult]: ...
+def latest_axis_results(c: duckdb.DuckDBPyConnection, axis: str) -> Mapping[str, AxisResult]:
+    """model_id -> its latest result of one scheduled axis, typed (monitor.store.codec)."""
     rows = c.execute(
         "SELECT model_id, payload FROM (SELECT *, row_number() OVER (PARTITION BY model_id "
         "ORDER BY computed_at DESC) AS rn FROM axis_results WHERE axis = ?) WHERE rn = 1",
         [axis],
     ).fetchall()
-    return {m: json.loads(p) for m, p in rows}
+    return {m: decode_axis_result(axis, p) for m, p in rows}
 
 
 def axis_releases(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, Any]]:

@@ -19,22 +19,25 @@ import hmac
 import math
 import os
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast, overload
 
 import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from batch_axes.axis2 import Axis2Cell
+from batch_axes.axis3 import Axis3Result
 from consumers.base import Origin
 from monitor.config import MonitorConfig, StartupError
 from monitor.core.jsonable import to_json
 from monitor.core.locks import named_lock
 from monitor.core.results import EvaluationRecord
 from monitor.store import fleet, migrations, queries
+from monitor.store.codec import AxisResult, StoredCell, StoredModelState, encode_cell_state
 from monitor.store.key_index import KeyHashes, conflicting_rows
 from monitor.store.results_messages import (
     ResultMessage,
@@ -566,11 +569,11 @@ class Store:
         return queries.model_partitions(self._conn)
 
     @_serialised
-    def model_states(self) -> dict[str, dict[str, Any]]:
+    def model_states(self) -> dict[str, StoredModelState]:
         return queries.model_states(self._conn)
 
     @_serialised
-    def cell_states(self) -> list[tuple[str, str, str, dict[str, Any], dict[str, Any] | None]]:
+    def cell_states(self) -> list[StoredCell]:
         return queries.cell_states(self._conn)
 
     @_serialised
@@ -587,10 +590,22 @@ class Store:
     def last_evaluation_times(self) -> dict[str, float]:
         return queries.last_evaluation_times(self._conn)
 
+    @overload
+    def latest_axis_results(
+        self, axis: Literal["axis2"], cursor: duckdb.DuckDBPyConnection | None = None
+    ) -> Mapping[str, tuple[Axis2Cell, ...]]: ...
+    @overload
+    def latest_axis_results(
+        self, axis: Literal["axis3"], cursor: duckdb.DuckDBPyConnection | None = None
+    ) -> Mapping[str, Axis3Result]: ...
+    @overload
+    def latest_axis_results(
+        self, axis: str, cursor: duckdb.DuckDBPyConnection | None = None
+    ) -> Mapping[str, AxisResult]: ...
     @_serialised
     def latest_axis_results(
         self, axis: str, cursor: duckdb.DuckDBPyConnection | None = None
-    ) -> dict[str, Any]:
+    ) -> Mapping[str, AxisResult]:
         return queries.latest_axis_results(cursor or self._conn, axis)
 
     @_serialised
@@ -712,7 +727,7 @@ class Store:
             for m, a, st in it.states:
                 latest[(it.model_id, m, a)] = (st, cells.get((m, a)), it.evaluated_at)
         latest_state = [
-            (model, m, a, to_json(st),
+            (model, m, a, encode_cell_state(st),
              to_json(None) if cell is None else cell_json[id(cell)], at)
             for (model, m, a), (st, cell, at) in latest.items()
         ]  # fmt: skip

@@ -38,13 +38,12 @@ from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from consumers.base import Origin
 from monitor.config import MonitorConfig
-from monitor.core.events import CellEvent, CellTracker
+from monitor.core.events import CellEvent
 from monitor.core.locks import named_lock
 from monitor.core.results import CellEvaluation, EvaluationRecord
 from monitor.store import DeadLetter, Store
 from monitor.stream.admission import admission_reasons, admit
 from monitor.stream.apply_evaluation import apply_evaluation
-from monitor.stream.axis_payloads import axis_result
 from monitor.stream.columnar import parse_payloads, split_kinds, validate_table
 from monitor.stream.evaluation_queue import EvaluationQueue, Job
 from monitor.stream.model_state import ModelState, ModelView
@@ -251,36 +250,33 @@ class Pipeline:
             frame = self._window_frame(model_id, None)
             if len(frame):
                 w.add(RecordBatch.from_frame(frame, cfg))
-            w.arrivals = st["records"]
-            w.old_events = st["old_events"]
-            done = st.get("evaluated_records")
+            w.arrivals = st.records
+            w.old_events = st.old_events
             held = restored[model_id] = ModelState(
-                w, evaluations=st["evaluations"], evaluated=st["records"] if done is None else done
+                w, evaluations=st.evaluations, evaluated=st.evaluated
             )
-            if st.get("certified") is not None:
-                held.certified.restore(st["certified"])
+            if st.certified is not None:
+                held.certified.restore(st.certified)
             else:  # a file written before certified verdicts: from the position evaluated
                 held.certified.start_at(held.evaluated or 0)
-            saved_releases[model_id] = st.get("releases")
-        for model_id, metric, attribute, state, latest in self.store.cell_states():
-            ms = restored.get(model_id)
+            saved_releases[model_id] = st.releases
+        for cell in self.store.cell_states():
+            ms = restored.get(cell.model_id)
             if ms is None:  # cell states are written with their model's state: not wanted
                 continue
-            saved = state.pop("released", None)  # the cell's released evaluation (_apply)
-            ms.trackers[(metric, attribute)] = CellTracker.from_dict(state)
-            if saved is not None:
-                saved_cells.setdefault(model_id, []).append(CellEvaluation.from_dict(saved))
-            if latest:
-                ms.latest[(metric, attribute)] = CellEvaluation.from_dict(latest)
+            ms.trackers[(cell.metric, cell.attribute)] = cell.tracker
+            if cell.released is not None:  # the cell's released evaluation (_apply)
+                saved_cells.setdefault(cell.model_id, []).append(cell.released)
+            if cell.latest is not None:
+                ms.latest[(cell.metric, cell.attribute)] = cell.latest
         self._restore_publications(restored, saved_releases, saved_cells)
         self._models.update(restored)
-        # the store holds JSON: typed here, right after the read
-        for model_id, payload in self.store.latest_axis_results("axis2").items():
+        for model_id, cells in self.store.latest_axis_results("axis2").items():
             if wanted(model_id):
-                self.axes.set_axis2(model_id, axis_result("axis2", payload))
-        for model_id, payload in self.store.latest_axis_results("axis3").items():
+                self.axes.set_axis2(model_id, cells)
+        for model_id, result in self.store.latest_axis_results("axis3").items():
             if wanted(model_id):
-                self.axes.set_axis3(model_id, axis_result("axis3", payload))
+                self.axes.set_axis3(model_id, result)
         self._recover_missing_evaluations(restored)
         # Records not seen by any written evaluation (hop or wall-clock) are what a
         # wall-clock hop may evaluate: none when the last evaluation saw the whole window,

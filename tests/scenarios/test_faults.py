@@ -133,7 +133,7 @@ def test_a_restart_does_not_evaluate_an_unchanged_window_again(tmp_path):
         clock.t += 11
         assert pipe.tick() == 0
         assert {c.key: c.result for c in pipe.latest_cells()} == latest
-    assert store.model_states()["model-00"]["evaluated_records"] == 470
+    assert store.model_states()["model-00"].evaluated_records == 470
     # the interim evaluation is the cells' latest, not a numbered one
     assert store.counts()["window_results"] == 4 * 28
     assert pipe.model_view("model-00").evaluations == 4
@@ -177,7 +177,7 @@ def test_a_hop_recomputed_after_retention_sees_the_window_it_would_have_seen(tmp
     pipe.flush()
     _ingest(pipe, payloads, 550, 650)
     # killed while the worker computed the hop at 600: records stored, evaluation not
-    assert store.model_states()["model-00"]["evaluated_records"] == 500
+    assert store.model_states()["model-00"].evaluated_records == 500
     deleted = store.apply_retention(pd.Timestamp("2026-11-02", tz="UTC"), 365.0, 3650.0)
     assert deleted["discharges"] == 200  # positions 1-200, outside the window at 600
     store.close()

@@ -26,10 +26,11 @@ import pytest
 from consumers.kafka_tools import ensure_topic, produce_records
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import load_config
+from monitor.core.jsonable import to_json
 from monitor.core.tiers import cell_tier
 from monitor.service.app import MonitorService
 from monitor.store import Store
-from monitor.stream.axis_payloads import axis_result
+from monitor.store.codec import axis_payload
 from monitor.stream.pipeline import AxisCache
 from tests.support.service_process import (
     ServiceProcess,
@@ -119,12 +120,15 @@ def _final_tiers(results: pd.DataFrame, axes: AxisCache, cfg) -> dict:
 
 
 def _axes_of(store: Store) -> tuple[dict, AxisCache]:
-    axes = {a: store.latest_axis_results(a) for a in ("axis2", "axis3")}
+    axis2, axis3 = store.latest_axis_results("axis2"), store.latest_axis_results("axis3")
     cache = AxisCache()
-    for m, cells in axes["axis2"].items():
-        cache.set_axis2(m, axis_result("axis2", cells))
-    for m, result in axes["axis3"].items():
-        cache.set_axis3(m, axis_result("axis3", result))
+    for m, cells in axis2.items():
+        cache.set_axis2(m, cells)
+    for m, result in axis3.items():
+        cache.set_axis3(m, result)
+    # compared as stored (strict JSON: a NaN is stored as null, and null equals null)
+    axes = {a: {m: json.loads(to_json(axis_payload(r))) for m, r in results.items()}
+            for a, results in (("axis2", axis2), ("axis3", axis3))}  # fmt: skip
     return axes, cache
 
 

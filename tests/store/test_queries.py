@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from batch_axes.axis2 import Axis2Cell
 from consumers.base import Origin
 from monitor.config import config_from_mapping
 from monitor.core.events import CellEvent
@@ -21,6 +22,8 @@ CFG = config_from_mapping(
     }
 )
 AT = pd.Timestamp("2026-11-02T00:00:00Z")
+#: an Axis 2 cell as the scheduled job stores it (N* reached at 200 of the 400 records)
+AXIS2 = Axis2Cell("model-00", "DI", "race", 400, 200.0, True, False, ())
 EVENTS = [
     CellEvent("verdict_flip", "model-00", "DI", "race", "pass", "fail", False, "pass_to_fail",
               101, {"value": 0.7}, {"value": 0.9}),
@@ -38,7 +41,7 @@ def store(tmp_path_factory):
     payloads = scored_payloads(n=400, models=2)
     pipe.ingest_batch(payloads, [Origin("t", 0, i) for i in range(len(payloads))])
     pipe.flush()
-    s.write_axis_results("axis2", "model-00", 400, [{"metric": "DI"}], AT, position=400)
+    s.write_axis_results("axis2", "model-00", 400, [AXIS2.to_dict()], AT, position=400)
     s.write_job_run("axis2", AT, 1.5, "success", None)
     s.apply_results(
         [parse_message(*event_message(AT, e, "d1")) for e in EVENTS]
@@ -82,7 +85,7 @@ def test_state_reads(c, store):
     assert queries.source_offsets(c) == {("t", 0): 800}
     assert queries.model_partitions(c) == {"model-00": ("t", 0), "model-01": ("t", 0)}
     states = queries.model_states(c)
-    assert states["model-00"]["records"] == 400
+    assert states["model-00"].records == 400
     assert queries.model_progress(c)["model-00"][0] == 400
     cells = queries.cell_states(c)
     assert len(cells) == 2 * len(CFG.metrics) * len(CFG.attributes)
@@ -135,7 +138,7 @@ def test_event_reads_are_typed(c):
 
 
 def test_axis_job_and_outbox_reads(c):
-    assert queries.latest_axis_results(c, "axis2") == {"model-00": [{"metric": "DI"}]}
+    assert queries.latest_axis_results(c, "axis2") == {"model-00": (AXIS2,)}
     rows = queries.axis_history(c, "axis2", "model-00")
     assert [(r["model_id"], r["cohort_n"]) for r in rows] == [("model-00", 400)]
     assert queries.axis_history(c, "axis3") == []

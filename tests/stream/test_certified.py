@@ -157,7 +157,8 @@ def test_the_saved_state_restores_the_same_cells(planted):
     store, pipe = planted
     for model, saved in store.model_states().items():
         back = ModelCertified(model, CFG)
-        back.restore(saved["certified"])
+        assert saved.certified is not None
+        back.restore(saved.certified)
         assert back.saved() == pipe._models[model].certified.saved()
         assert back.position == 6000 // 400 * 400
 

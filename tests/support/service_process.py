@@ -179,4 +179,7 @@ def verdict_events(store: Store) -> list[tuple]:
 
 def verdict_states(store: Store) -> dict[tuple[str, str, str], Any]:
     """Each cell's verdict debounce state (the tier's depends on the axes' timing)."""
-    return {(m, me, a): st.get("verdict") for m, me, a, st, _ in store.cell_states()}
+    return {
+        (c.model_id, c.metric, c.attribute): c.tracker.verdict.to_dict()
+        for c in store.cell_states()
+    }

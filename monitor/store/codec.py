@@ -1,0 +1,165 @@
+"""The one place where the stored state JSON becomes typed values (issue 31).
+
+The store keeps a model's stream state (``model_state``) and each cell's tracker state
+(``cell_state``) as JSON columns; what reads them gets the typed values here, never a
+dict keyed by strings, so a renamed or missing field fails in one module and files
+written by every earlier version decode in one place:
+
+* ``model_state.evaluated_records`` is NULL in files written before it (the pipeline then
+  takes ``records``), ``releases`` before v9 and ``certified`` before v12 (migrations.py);
+* a ``cell_state.state`` carries the cell's released evaluation under ``"released"`` only
+  since releases existed, and ``latest`` is NULL for a cell not evaluated yet.
+
+The scheduled axes' results (``axis_results.payload``) are written through
+:func:`axis_payload` and read back through :func:`axis_result`, wherever they are read
+(the pipeline's restart, the API, the report), so no layer reads a result through string
+keys.
+
+The release points and the certified verdicts' state stay decoded JSON mappings here:
+their schema belongs to ``monitor.stream.publication`` and ``monitor.stream.certified``,
+above the store, which restore them (``ModelPublication.restore``,
+``ModelCertified.restore``). The stream hands them to the writer as JSON text already (the
+certified state caches its text between blocks), which ``model_state`` stores as is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, overload
+
+from batch_axes.axis2 import Axis2Cell
+from batch_axes.axis3 import Axis3Result
+from batch_axes.equilense import EquiLenseResult
+from monitor.core.events import CellTracker
+from monitor.core.jsonable import to_json
+from monitor.core.results import CellEvaluation
+
+
+@dataclass(frozen=True)
+class StoredModelState:
+    """A model's stream counters and restart state as the last written batch left them."""
+
+    #: records of this model accepted (its stream position)
+    records: int
+    #: numbered (hop) evaluations so far
+    evaluations: int
+    #: records that arrived older than the time window
+    old_events: int
+    #: end count of the last written evaluation (None: a file written before it was kept)
+    evaluated_records: int | None
+    #: the release points (``ModelPublication.saved``; None before v9)
+    releases: Mapping[str, Any] | None
+    #: the certified verdicts' state (``ModelCertified.saved``; None before v12)
+    certified: Mapping[str, Any] | None
+
+    @property
+    def evaluated(self) -> int:
+        """The position evaluated: ``records`` in a file written before it was kept."""
+        return self.records if self.evaluated_records is None else self.evaluated_records
+
+
+@dataclass(frozen=True)
+class StoredCell:
+    """A cell's tracker, the evaluation it last released and its latest evaluation."""
+
+    model_id: str
+    metric: str
+    attribute: str
+    tracker: CellTracker
+    #: the released evaluation saved with the state (None: none yet, or a file before releases)
+    released: CellEvaluation | None
+    #: the latest evaluation (None: not evaluated yet, stored as NULL or JSON null)
+    latest: CellEvaluation | None
+
+
+def _json_object(text: str | None) -> dict[str, Any] | None:
+    """A JSON object column (None when NULL, empty or JSON null)."""
+    if not text:
+        return None
+    value = json.loads(text)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"stored state is not a JSON object: {text[:80]!r}")
+    return value
+
+
+def decode_model_state(
+    records: int,
+    evaluations: int,
+    old_events: int,
+    evaluated_records: int | None,
+    releases: str | None,
+    certified: str | None,
+) -> StoredModelState:
+    """One ``model_state`` row (its columns after ``model_id``, as stored)."""
+    return StoredModelState(
+        int(records), int(evaluations), int(old_events),
+        None if evaluated_records is None else int(evaluated_records),
+        _json_object(releases), _json_object(certified),
+    )  # fmt: skip
+
+
+def decode_cell(
+    model_id: str, metric: str, attribute: str, state: str, latest: str | None
+) -> StoredCell:
+    """One ``cell_state`` row: the tracker state with its released evaluation, and the
+    latest evaluation."""
+    d = _json_object(state)
+    if d is None:
+        raise ValueError(f"cell {model_id}/{metric}/{attribute} has no tracker state")
+    released = d.get("released")
+    latest_d = _json_object(latest)
+    return StoredCell(
+        model_id, metric, attribute, CellTracker.from_dict(d),
+        None if released is None else CellEvaluation.from_dict(released),
+        None if not latest_d else CellEvaluation.from_dict(latest_d),
+    )  # fmt: skip
+
+
+def encode_cell_state(state: Mapping[str, Any]) -> str:
+    """The ``cell_state.state`` JSON of a tracker's state (``CellTracker.to_dict``, with the
+    cell's released evaluation under ``"released"`` once it released one): what
+    :func:`decode_cell` reads back."""
+    return to_json(state)
+
+
+#: What one scheduled-axis job produces for one model: an Axis 2 result (one
+#: :class:`~batch_axes.axis2.Axis2Cell` per cell), an :class:`~batch_axes.axis3.Axis3Result`
+#: or an :class:`~batch_axes.equilense.EquiLenseResult`; ``axis_results.payload`` holds
+#: its ``to_dict`` as JSON.
+AxisResult = tuple[Axis2Cell, ...] | Axis3Result | EquiLenseResult
+
+
+def axis_payload(result: AxisResult) -> Any:
+    """The JSON-able payload the store writes for a result."""
+    if isinstance(result, tuple):
+        return [c.to_dict() for c in result]
+    return result.to_dict()
+
+
+@overload
+def axis_result(axis: Literal["axis2"], payload: Any) -> tuple[Axis2Cell, ...]: ...
+@overload
+def axis_result(axis: Literal["axis3"], payload: Any) -> Axis3Result: ...
+@overload
+def axis_result(axis: Literal["equilense"], payload: Any) -> EquiLenseResult: ...
+@overload
+def axis_result(axis: str, payload: Any) -> AxisResult: ...
+def axis_result(axis: str, payload: Any) -> AxisResult:
+    """A stored payload of ``axis`` (decoded JSON) as its typed result (the inverse of
+    :func:`axis_payload`)."""
+    if axis == "axis2":
+        return tuple(Axis2Cell.from_dict(c) for c in payload)
+    if axis == "axis3":
+        return Axis3Result.from_dict(payload)
+    if axis == "equilense":
+        return EquiLenseResult.from_dict(payload)
+    raise ValueError(f"unknown scheduled axis {axis!r}")
+
+
+def decode_axis_result(axis: str, payload: str) -> AxisResult:
+    """An ``axis_results.payload`` column of ``axis`` as its typed result."""
+    return axis_result(axis, json.loads(payload))
