@@ -84,6 +84,7 @@ from numpy.typing import ArrayLike
 
 from monitor.config import MetricRule
 from monitor.core.counts import CountTable
+from monitor.core.outcome_split import needs_label
 
 #: The rates each certifiable metric compares between groups.
 RATES_OF = {"DI": ("SR",), "SPD": ("SR",), "EOPP": ("TPR",), "EOD": ("TPR", "FPR"), "PP": ("PPV",)}
@@ -558,13 +559,20 @@ class CertifiedGrid:
         }  # fmt: skip
 
     def observe(
-        self, blocks: Mapping[str, CountTable], years: float
+        self,
+        blocks: Mapping[str, CountTable],
+        years: float,
+        outcomes: Mapping[str, CountTable] | None = None,
     ) -> list[tuple[str, str, str, str, int]]:
+        """One block into every cell. ``outcomes``: where outcomes arrive after their
+        predictions, the tables of the outcomes joined in the block, which the label-based
+        metrics read instead of ``blocks`` (each outcome counted in the block it arrived in)."""
         changes = []
         for (metric, attribute), cell in self.cells.items():
-            if attribute not in blocks:
+            source = outcomes if outcomes is not None and needs_label(metric) else blocks
+            if attribute not in source:
                 continue
-            change = cell.update(block_counts(blocks[attribute], cell.spec), years)
+            change = cell.update(block_counts(source[attribute], cell.spec), years)
             if change is not None:
                 changes.append((metric, attribute, *change, int(cell.last_records)))
         return changes

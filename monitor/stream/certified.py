@@ -35,10 +35,9 @@ import orjson
 import pandas as pd
 
 from monitor.config import MonitorConfig
-from monitor.core.certify import CertifiedGrid, block_counts
+from monitor.core.certify import CertifiedGrid
 from monitor.core.counts import CountTable
 from monitor.core.events import CERTIFIED_CHANGE, CellEvent
-from monitor.core.outcome_split import needs_label
 from monitor.core.results import CertifiedVerdict
 from monitor.core.tables import attribute_groups
 from monitor.publish.counts import rounded_count
@@ -130,13 +129,7 @@ class ModelCertified:
             start = int(times[0]) if start is None else start
         years = 0.0 if end is None or start is None else max(0.0, (end - start) / YEAR_NS)
         events = []
-        for (metric, attribute), cell in self.grid.cells.items():
-            table = (joined if needs_label(metric) else free)[attribute]
-            change = cell.update(block_counts(table, cell.spec), years)
-            if change is None:
-                continue
-            old, new = change
-            records = int(cell.last_records)
+        for metric, attribute, old, new, records in self.grid.observe(free, years, joined):
             self.last[(metric, attribute)] = (old, new, records)
             events.append(
                 CellEvent(
