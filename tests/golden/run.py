@@ -29,7 +29,9 @@ What is injected or normalised, never hashed (docs/decisions.md, "Golden run"):
   timings): their values are dropped, their presence kept;
 * the time zone: UTC while the run lasts (the API prints stored times in the host's);
 * temporary directories and ports: replaced by fixed words;
-* ``prometheus_client``'s ``_created`` samples (wall-clock creation times) are dropped.
+* ``prometheus_client``'s ``_created`` samples (wall-clock creation times) are dropped;
+* the numerical libraries' CPU-dependent code paths (:data:`PINNED_ENV`): the run
+  re-executes itself with them set, since they are read when numpy loads.
 
 Commands::
 
@@ -49,6 +51,7 @@ import json
 import math
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -65,6 +68,8 @@ from typing import Any
 import duckdb
 
 HASHES = Path(__file__).with_name("hashes.json")
+#: the repository (the pinned re-run starts here, so ``-m tests.golden.run`` resolves)
+ROOT = Path(__file__).resolve().parents[2]
 REGENERATE = "python -m tests.golden.run --write"
 
 #: 2026-12-01T00:00:00Z: where the injected clock starts
@@ -502,6 +507,42 @@ def check_message(diff: list[str]) -> str:
     )
 
 
+#: What the numerical libraries decide by the CPU they run on, pinned for the run.
+#:
+#: Why: OpenBLAS picks its kernels at load time by CPU, and kernels sum in different
+#: orders. The hashes were first written on an Intel machine (OpenBLAS's SkylakeX
+#: kernels); on an AMD EPYC (Haswell kernels) the synthetic cohort's features and the
+#: intervention audit's logistic regression differed in their last bits, so
+#: ``db.discharges`` and ``intervene/cells.csv`` changed with no change to the code
+#: (found 2026-12-07: ``OPENBLAS_CORETYPE=SkylakeX`` on the AMD machine gave the stored
+#: hashes back). numpy's own SIMD dispatch (``NPY_DISABLE_CPU_FEATURES``) and numba's
+#: target CPU are the same kind of choice. The pins name what every x86-64 machine of the
+#: last decade runs (numpy's baseline, OpenBLAS's Haswell kernels, numba's generic
+#: target), and BLAS runs on one thread, so the run gives the same bits wherever it runs.
+#: The product itself is not pinned: these are last-bit differences, not behaviour.
+PINNED_ENV = {
+    "OPENBLAS_CORETYPE": "Haswell",
+    "OPENBLAS_NUM_THREADS": "1",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+    "NUMBA_CPU_NAME": "generic",
+}
+
+
+def pinned() -> bool:
+    """Whether this process runs with :data:`PINNED_ENV` (it must be set before numpy
+    loads, so only a fresh process can take it)."""
+    return all(os.environ.get(k) == v for k, v in PINNED_ENV.items())
+
+
+def run_pinned(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """``python -m tests.golden.run ARGV`` in a process with :data:`PINNED_ENV` (the test's
+    way to run the check from a process whose numpy is loaded already)."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.golden.run", *argv], cwd=ROOT,
+        env={**os.environ, **PINNED_ENV}, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
 def load_expected() -> dict[str, str]:
     return json.loads(HASHES.read_text())["artefacts"]
 
@@ -519,6 +560,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="evaluate in the worker process (a diagnosis: its outputs depend on "
                    "the worker's timing; not with --write or --check)")  # fmt: skip
     args = p.parse_args(argv)
+    if not pinned():
+        # numpy (imported above) read its dispatch choice already: run again, pinned
+        args_given = sys.argv[1:] if argv is None else argv
+        rerun = [sys.executable, "-m", "tests.golden.run", *args_given]
+        os.execve(sys.executable, rerun, {**os.environ, **PINNED_ENV})
     if (args.only or args.worker) and (args.write or args.check):
         p.error("--only and --worker print hashes; --write and --check need the golden run")
     t0 = time.perf_counter()

@@ -6,14 +6,38 @@ the one command that regenerates the hashes after an intended behaviour change.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 from tests.golden import run
 
 
 def test_every_golden_artefact_is_unchanged() -> None:
-    expected = run.load_expected()
-    actual = run.hashes(run.artefacts())
-    diff = run.differences(expected, actual)
-    assert not diff, run.check_message(diff)
+    """Run in a process of its own, with the numerical libraries' CPU-dependent choices
+    pinned (run.PINNED_ENV: numpy here has made its own already)."""
+    done = run.run_pinned(["--check"])
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "golden artefacts unchanged" in done.stdout
+
+
+def test_the_pins_are_what_numpy_and_openblas_run_with() -> None:
+    """A pin that a library ignored would leave the hashes CPU-dependent again: the pinned
+    process reports numpy's baseline dispatch only and OpenBLAS's Haswell kernels."""
+    probe = (
+        "import numpy, threadpoolctl, json; "
+        "from numpy._core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f; "
+        "b = [i for i in threadpoolctl.threadpool_info() if i['internal_api'] == 'openblas']; "
+        "print(json.dumps({'dispatch': [x for x in d if f.get(x)], "
+        "'blas': [(i['architecture'], i['num_threads']) for i in b]}))"
+    )
+    env = {**os.environ, **run.PINNED_ENV}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    got = json.loads(out)
+    assert got["dispatch"] == [], got  # numpy's baseline loops only
+    assert got["blas"] and all(b == ["Haswell", 1] for b in got["blas"]), got
 
 
 def test_a_changed_artefact_is_named_with_the_command_that_regenerates() -> None:
