@@ -3,7 +3,8 @@
 The store keeps a model's stream state (``model_state``) and each cell's tracker state
 (``cell_state``) as JSON columns; what reads them gets the typed values here, never a
 dict keyed by strings, so a renamed or missing field fails in one module and files
-written by every earlier version decode in one place:
+written by every earlier version decode in one place (and the model state goes back in
+as a :class:`ModelStateRow`):
 
 * ``model_state.evaluated_records`` is NULL in files written before it (the pipeline then
   takes ``records``), ``releases`` before v9 and ``certified`` before v12 (migrations.py);
@@ -27,7 +28,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any, Literal, NamedTuple, overload
+
+import orjson
+import pandas as pd
 
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
@@ -72,6 +76,32 @@ class StoredCell:
     released: CellEvaluation | None
     #: the latest evaluation (None: not evaluated yet, stored as NULL or JSON null)
     latest: CellEvaluation | None
+
+
+class ModelStateRow(NamedTuple):
+    """A model's ``model_state`` row as the writer stores it (what
+    :func:`decode_model_state` reads back): its counters, when it was written, and its
+    release points and certified state as JSON text (:func:`encode_releases`; the
+    certified state caches its own text between blocks: monitor.stream.certified)."""
+
+    model_id: str
+    records: int
+    evaluations: int
+    old_events: int
+    at: pd.Timestamp
+    #: end count of the last written evaluation (0: never evaluated; None: a row as a file
+    #: written before it was kept holds it)
+    evaluated_records: int | None
+    #: release points (None: as a file written before v9 holds them)
+    releases: str | None
+    #: certified verdicts' state (None: as a file written before v12 holds it)
+    certified: str | None
+
+
+def encode_releases(saved: Mapping[str, Any]) -> str:
+    """The ``model_state.releases`` JSON of a model's release points
+    (``ModelPublication.saved``), read back as :attr:`StoredModelState.releases`."""
+    return orjson.dumps(saved).decode()
 
 
 def _json_object(text: str | None) -> dict[str, Any] | None:

@@ -37,7 +37,13 @@ from monitor.core.jsonable import to_json
 from monitor.core.locks import named_lock
 from monitor.core.results import EvaluationRecord
 from monitor.store import fleet, migrations, queries
-from monitor.store.codec import AxisResult, StoredCell, StoredModelState, encode_cell_state
+from monitor.store.codec import (
+    AxisResult,
+    ModelStateRow,
+    StoredCell,
+    StoredModelState,
+    encode_cell_state,
+)
 from monitor.store.key_index import KeyHashes, conflicting_rows
 from monitor.store.results_messages import (
     ResultMessage,
@@ -759,15 +765,10 @@ class Store:
                 )
 
     @_serialised
-    def write_model_states(
-        self,
-        rows: Sequence[tuple[str, int, int, int, pd.Timestamp, int | None, str | None, str | None]],
-    ) -> None:
-        """(model_id, records, evaluations, old_events, at, evaluated_records, releases JSON,
-        certified JSON) per model touched by a batch; evaluated_records is the end count of
-        the last written evaluation, releases its release points
-        (monitor.stream.publication), certified its certified verdicts' state
-        (monitor.stream.certified)."""
+    def write_model_states(self, rows: Sequence[ModelStateRow]) -> None:
+        """The state of each model touched by a batch (:class:`ModelStateRow`: counters,
+        the end count of the last written evaluation, release points and certified state,
+        both as JSON text)."""
         if not rows:
             return
         # a dozen rows: one VALUES statement costs less than a pandas frame scan

@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from monitor.core.events import CellTracker
 from monitor.core.results import CellEvaluation
+from monitor.store.codec import ModelStateRow, encode_releases
 from monitor.stream.certified import ModelCertified
 from monitor.stream.publication import ModelPublication, PublishedModel
 from monitor.stream.window import ModelWindow, WindowCoverage
@@ -80,6 +83,30 @@ class ModelState:
     @property
     def model_id(self) -> str:
         return self.window.model_id
+
+    def mark_evaluated(self, wall: float) -> None:
+        """An evaluation of the window as it is now was taken at ``wall`` (Unix seconds):
+        nothing is left for a wall-clock hop, whose cadence starts again."""
+        self.since_eval = 0
+        self.last_eval_wall = wall
+
+    def resume(self, last_eval_wall: float) -> None:
+        """After a restore: the records no written evaluation saw are what a wall-clock hop
+        may evaluate (none when the last one saw the whole window, so a restart never
+        evaluates an unchanged window again), and the cadence goes on from the last stored
+        evaluation's time."""
+        self.since_eval = self.window.arrivals - (self.evaluated or 0)
+        self.last_eval_wall = last_eval_wall
+
+    def saved_row(self, at: pd.Timestamp) -> ModelStateRow:
+        """The model's ``model_state`` row as of ``at``: with its stream position go its
+        cells' release points and certified state, so a restart releases and certifies
+        exactly as an uninterrupted run."""
+        w = self.window
+        return ModelStateRow(
+            self.model_id, w.arrivals, self.evaluations, w.old_events, at, self.evaluated or 0,
+            encode_releases(self.publication.saved()), self.certified.saved(),
+        )  # fmt: skip
 
     def view(self) -> ModelView:
         w = self.window

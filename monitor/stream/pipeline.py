@@ -26,11 +26,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 import pyarrow as pa
 
@@ -38,149 +36,25 @@ from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from consumers.base import Origin
 from monitor.config import MonitorConfig
-from monitor.core.events import CellEvent
 from monitor.core.locks import named_lock
 from monitor.core.results import CellEvaluation, EvaluationRecord
 from monitor.store import DeadLetter, Store
-from monitor.stream.admission import admission_reasons, admit
 from monitor.stream.apply_evaluation import apply_evaluation
-from monitor.stream.columnar import parse_payloads, split_kinds, validate_table
+from monitor.stream.axis_cache import AxisCache
+from monitor.stream.batch_report import BatchReport
 from monitor.stream.evaluation_queue import EvaluationQueue, Job
+from monitor.stream.intake import Intake
 from monitor.stream.model_state import ModelState, ModelView
-from monitor.stream.outcome_join import Joins, NewPrediction, join_batch
+from monitor.stream.outcome_join import Joins
 from monitor.stream.ownership import Partition, PartitionOwnership
-from monitor.stream.publication import WindowCounts
-from monitor.stream.schema import Rejection, validate_outcome_records, validate_records
+from monitor.stream.restore import missing_hop_points, rebuilt_window, restore_models
+from monitor.stream.stats import PipelineStats
 from monitor.stream.window import ModelWindow, RecordBatch
+from monitor.stream.window_joins import JoinCursor, join_outcomes
+
+__all__ = ["AxisCache", "BatchReport", "Pipeline", "PipelineStats"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class AxisCache:
-    """Latest scheduled-axis results per model (typed), and the lookups the tier rule
-    reads from them: N* and kappa per (metric, attribute), whether Axis 3 applies."""
-
-    axis2: dict[str, tuple[Axis2Cell, ...]] = field(default_factory=dict)
-    axis3: dict[str, Axis3Result] = field(default_factory=dict)
-    n_star: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
-    kappa: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
-    axis3_applicable: dict[str, bool] = field(default_factory=dict)
-
-    def set_axis2(self, model_id: str, cells: Sequence[Axis2Cell]) -> None:
-        self.axis2[model_id] = tuple(cells)
-        # n_star is math.inf when not reached below the cohort size
-        self.n_star[model_id] = {(c.metric, c.attribute): c.n_star for c in cells}
-
-    def set_axis3(self, model_id: str, result: Axis3Result) -> None:
-        self.axis3[model_id] = result
-        self.axis3_applicable[model_id] = result.applicable
-        self.kappa[model_id] = {(c.metric, c.attribute): c.kappa for c in result.cells}
-
-    def forget(self, model_id: str) -> None:
-        for book in (self.axis2, self.axis3, self.n_star, self.kappa, self.axis3_applicable):
-            book.pop(model_id, None)
-
-
-@dataclass
-class BatchReport:
-    """What one ingest call did (for metrics; aggregates only)."""
-
-    received: int = 0
-    accepted: int = 0
-    duplicates: int = 0
-    rejected: dict[str, int] = field(default_factory=dict)
-    evaluations: list[tuple[str, float]] = field(default_factory=list)  # (model, seconds)
-    cells: list[CellEvaluation] = field(default_factory=list)
-    events: list[CellEvent] = field(default_factory=list)
-    drift: list[tuple[str, str, str]] = field(default_factory=list)
-    #: per model, the new records' (label, score, decision) for model-health tracking
-    new_records: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
-    #: what the batch's outcome messages did, by case (monitor.stream.join.JoinCase)
-    outcomes: dict[str, int] = field(default_factory=dict)
-
-
-class _JoinCursor:
-    """One model's joins of a batch (seq, label, delay, label_pos; by label_pos), applied to
-    its window up to a stream position at a time."""
-
-    def __init__(self, arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]):
-        self.seq, self.label, self.delay, self.pos = arrays
-        self.done = 0
-
-    def apply(self, window: ModelWindow, upto: int | None) -> None:
-        """Join those with label_pos <= ``upto`` (None: all the rest)."""
-        end = len(self.pos) if upto is None else int(np.searchsorted(self.pos, upto, "right"))
-        if end <= self.done:
-            return
-        part = slice(self.done, end)
-        order = np.argsort(self.seq[part], kind="stable")
-        window.join(self.seq[part][order], self.label[part][order], self.delay[part][order])
-        self.done = end
-
-
-_NO_OUTCOMES = pd.DataFrame(
-    {"position": np.zeros(0, np.int64), "model_id": np.zeros(0, object),
-     "record_id": np.zeros(0, object), "event_time": np.zeros(0, "datetime64[ns]"),
-     "label": np.zeros(0, np.int8)}
-)  # fmt: skip
-
-
-#: ingest stages timed by :class:`PipelineStats`, in data-path order
-STAGES = ("decode", "validate", "store", "window", "evaluate", "state", "commit")
-
-
-@dataclass
-class PipelineStats:
-    """Wall and CPU seconds spent in each ingest stage, summed over batches.
-
-    For ``vfr-monitor bench ingest`` (aggregates only). ``decode``: payloads to values
-    (bulk or per message); ``validate``: the field rules and admission; ``store``:
-    content hashes, deduplication and insert of records and dead letters; ``window``:
-    count tables and hop points; ``evaluate``: tiers, trackers and events of the
-    worker's finished evaluations; ``state``: the models' stream positions and
-    evaluations written; ``commit``: the transaction's commit. CPU is the process's
-    (DuckDB's threads included, the evaluation worker process not).
-    """
-
-    records: int = 0
-    batches: int = 0
-    #: batches that took the per-message path (a layout the bulk path does not judge
-    #: exactly; see :meth:`Pipeline._columnar`)
-    per_message_batches: int = 0
-    #: of those, batches on which the columnar path raised (a defect: tests expect none)
-    columnar_errors: int = 0
-    wall_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
-    cpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
-
-    @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        w, c = time.perf_counter(), time.process_time()
-        try:
-            yield
-        finally:
-            self.wall_s[name] += time.perf_counter() - w
-            self.cpu_s[name] += time.process_time() - c
-
-    def per_record_us(self, cpu: bool = False) -> dict[str, float]:
-        """Microseconds per record of each stage (wall, or CPU)."""
-        n = max(self.records, 1)
-        src = self.cpu_s if cpu else self.wall_s
-        return {f"{k}_us": round(v / n * 1e6, 2) for k, v in src.items()}
-
-
-@dataclass
-class _Checked:
-    """A batch decoded, validated and admitted, by either path: the rows to store (the
-    store's Arrow table, :meth:`Store.ingest_table`), each row's index in the batch, and
-    the batch's dead letters in the per-message path's order (decode faults, validation
-    faults by position, admission refusals by position)."""
-
-    rows: pa.Table
-    positions: np.ndarray
-    dead: list[DeadLetter]
-    #: the batch's admitted outcome messages (position = payload index; issue 23)
-    outcomes: pd.DataFrame | None = None
 
 
 class Pipeline:
@@ -218,8 +92,8 @@ class Pipeline:
         self._stale = False
         self.lock = named_lock("pipeline", reentrant=True)
         self.stats = PipelineStats()
-        #: False: every batch takes the per-message path (the columnar path's oracle)
-        self.columnar = True
+        #: decode, validate, admit (the bulk path, else per message)
+        self.intake = Intake(config, store, self.stats)
         #: each model's source partition, and the models dropped as their partition was revoked
         self._ownership = PartitionOwnership()
         #: the hop evaluations taken and not applied yet (starts the worker if configured)
@@ -230,8 +104,8 @@ class Pipeline:
     def restore(self, models: Collection[str] | None = None) -> None:
         """Rebuild the models' states and axis caches from the DuckDB file (of ``models``
         only, when given: a model whose partition came back to this instance; else of
-        every model but those dropped because their partition was revoked)."""
-        cfg = self.config
+        every model but those dropped because their partition was revoked;
+        monitor.stream.restore)."""
         dropped = self._ownership.forgotten
 
         def wanted(model_id: str) -> bool:
@@ -240,36 +114,7 @@ class Pipeline:
         self._ownership.load(self.store.model_partitions(), models)
         #: each model's event-time clock (latest scoring time): holds of early outcomes
         self._clocks = self.store.model_clocks()
-        restored: dict[str, ModelState] = {}
-        saved_releases: dict[str, Any] = {}
-        saved_cells: dict[str, list[CellEvaluation]] = {}
-        for model_id, st in self.store.model_states().items():
-            if not wanted(model_id):
-                continue
-            w = ModelWindow(model_id, cfg)
-            frame = self._window_frame(model_id, None)
-            if len(frame):
-                w.add(RecordBatch.from_frame(frame, cfg))
-            w.arrivals = st.records
-            w.old_events = st.old_events
-            held = restored[model_id] = ModelState(
-                w, evaluations=st.evaluations, evaluated=st.evaluated
-            )
-            if st.certified is not None:
-                held.certified.restore(st.certified)
-            else:  # a file written before certified verdicts: from the position evaluated
-                held.certified.start_at(held.evaluated or 0)
-            saved_releases[model_id] = st.releases
-        for cell in self.store.cell_states():
-            ms = restored.get(cell.model_id)
-            if ms is None:  # cell states are written with their model's state: not wanted
-                continue
-            ms.trackers[(cell.metric, cell.attribute)] = cell.tracker
-            if cell.released is not None:  # the cell's released evaluation (_apply)
-                saved_cells.setdefault(cell.model_id, []).append(cell.released)
-            if cell.latest is not None:
-                ms.latest[(cell.metric, cell.attribute)] = cell.latest
-        self._restore_publications(restored, saved_releases, saved_cells)
+        restored = restore_models(self.store, self.config, wanted)
         self._models.update(restored)
         for model_id, cells in self.store.latest_axis_results("axis2").items():
             if wanted(model_id):
@@ -278,50 +123,19 @@ class Pipeline:
             if wanted(model_id):
                 self.axes.set_axis3(model_id, result)
         self._recover_missing_evaluations(restored)
-        # Records not seen by any written evaluation (hop or wall-clock) are what a
-        # wall-clock hop may evaluate: none when the last evaluation saw the whole window,
-        # so a restart never evaluates an unchanged window again. The hop cadence goes on
-        # from the last stored evaluation (the time the service exports for it).
         last = self.store.last_evaluation_times()
         for model_id, ms in restored.items():
-            ms.since_eval = ms.window.arrivals - ms.evaluated  # type: ignore[operator]  # set above
-            ms.last_eval_wall = last.get(model_id, 0.0)
-
-    def _restore_publications(
-        self,
-        restored: dict[str, ModelState],
-        saved: dict[str, Any],
-        cells: dict[str, list[CellEvaluation]],
-    ) -> None:
-        """Restored models publish what they published before the stop: each cell's
-        released evaluation (saved with its state; for a file written before releases
-        were, its latest stored release) and release next exactly when an uninterrupted
-        run would (ModelPublication.restore)."""
-        fallback: dict[str, list[CellEvaluation]] = {}
-        if any(m not in cells for m in restored):
-            for model_id, result in self.store.released_cells():
-                if model_id in restored and model_id not in cells:
-                    fallback.setdefault(model_id, []).append(CellEvaluation.from_dict(result))
-        for model_id, ms in restored.items():
-            ms.publication.restore(
-                saved.get(model_id),
-                cells.get(model_id, fallback.get(model_id, [])),
-                WindowCounts.of(ms.window),
-            )
+            ms.resume(last.get(model_id, 0.0))
 
     def _recover_missing_evaluations(self, restored: dict[str, ModelState]) -> None:
         """Hop points whose records were committed but whose evaluation was not written
         (the process stopped while the worker computed it): recompute them from the
         stored records, in stream order, before anything new is ingested."""
-        hop = self.config.window.hop_records
-        jobs = []
-        for model_id, ms in sorted(restored.items()):
-            done = ms.window.arrivals if ms.evaluated is None else ms.evaluated
-            for end in range((done // hop + 1) * hop, ms.window.arrivals + 1, hop):
-                jobs.append(self._job_at(model_id, end))
-        if not jobs:
+        points = missing_hop_points(restored, self.config.window.hop_records)
+        if not points:
             return
-        log.info("recomputing %d hop evaluations not written before the last stop", len(jobs))
+        log.info("recomputing %d hop evaluations not written before the last stop", len(points))
+        jobs = [self._job_at(model_id, end) for model_id, end in points]
         now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
         report = BatchReport()
         with self.store.transaction():
@@ -382,12 +196,7 @@ class Pipeline:
 
     def _job_at(self, model_id: str, end: int) -> Job:
         """The evaluation of a model's window as it was at stream position ``end``."""
-        cfg = self.config
-        frame = self._window_frame(model_id, end)
-        w = ModelWindow(model_id, cfg)
-        if len(frame):
-            w.add(RecordBatch.from_frame(frame, cfg))
-        w.arrivals = end
+        w = rebuilt_window(self.store, self.config, model_id, end, end)
         # the rebuilt window holds the records the live one held at ``end``: the release
         # rule decides as it did then, from the release points restored from the file
         job = self.queue.snapshot(
@@ -396,152 +205,15 @@ class Pipeline:
         self.queue.compute(job, w)
         return job
 
-    def _window_frame(self, model_id: str, end: int | None) -> pd.DataFrame:
-        """The stored records of the model's window at stream position ``end`` (None: now)."""
-        w = self.config.window
-        if w.kind == "count":
-            return self.store.window_records(model_id, end_count=end, last_n=w.size)
-        return self.store.window_records(model_id, end_count=end, days=w.days)
-
     # ------------------------------------------------------------------ ingest
-    def _decode(
-        self, payloads: Sequence[bytes | None], origins: Sequence[Origin]
-    ) -> tuple[list[Any], list[int], list[DeadLetter]]:
-        limit = self.config.service.max_payload_bytes
-        if payloads and None not in payloads:
-            # The usual batch: every payload a non-empty, small, valid JSON text. Checked
-            # and decoded with C-level loops; any exception takes the per-payload path.
-            sizes = list(map(len, payloads))  # type: ignore[arg-type]  # no None: checked above
-            if min(sizes) > 0 and max(sizes) <= limit:
-                try:
-                    decoded = list(map(orjson.loads, payloads))  # type: ignore[arg-type]  # no None: checked above
-                except (orjson.JSONDecodeError, RecursionError):
-                    pass
-                else:
-                    return decoded, list(range(len(payloads))), []
-        decoded, index, dead = [], [], []
-        for i, (raw, o) in enumerate(zip(payloads, origins, strict=True)):
-            reason = None
-            if raw is None or len(raw) == 0:
-                reason = "empty_payload"
-            elif len(raw) > limit:
-                reason = "oversized"
-            else:
-                try:
-                    # orjson: strict RFC 8259 (no NaN/Infinity tokens), ~3x faster than json
-                    decoded.append(orjson.loads(raw))
-                    index.append(i)
-                    continue
-                except (orjson.JSONDecodeError, RecursionError):
-                    reason = "invalid_json"
-            payload = None if raw is None else bytes(raw[: 4 * limit])
-            dead.append(DeadLetter(reason, payload, o.topic, o.partition, o.offset))
-        return decoded, index, dead
+    @property
+    def columnar(self) -> bool:
+        """False: every batch takes the per-message path (the bulk path's oracle)."""
+        return self.intake.columnar
 
-    def _per_message(
-        self, payloads: Sequence[bytes | None], origins: Sequence[Origin], now: pd.Timestamp
-    ) -> _Checked:
-        """Decode each payload, validate the decoded objects, admit the valid ones."""
-        with self.stats.stage("decode"):
-            decoded, index, dead = self._decode(payloads, origins)
-        with self.stats.stage("validate"):
-            checked = validate_records(decoded, self.config)
-            admission = admit(checked.valid, self._models.keys(), now, self.config)
-        valid = admission.admitted
-        for r in checked.rejected + admission.refused:
-            o = origins[index[r.index]]
-            dead.append(DeadLetter(r.reason, payloads[index[r.index]], o.topic, o.partition,
-                                   o.offset))  # fmt: skip
-        positions = np.asarray(index, dtype=np.int64)[valid["position"].to_numpy(np.int64)]
-        outcomes = None
-        if len(checked.outcomes):
-            outcomes = self._admit_outcomes(checked.outcomes, np.asarray(index, np.int64), now)
-            for r in outcomes.attrs.pop("refused"):
-                o = origins[r.index]
-                dead.append(DeadLetter(r.reason, payloads[r.index], o.topic, o.partition,
-                                       o.offset))  # fmt: skip
-        return _Checked(self.store.rows_table_from_frame(valid), positions, dead, outcomes)
-
-    def _admit_outcomes(
-        self, outcomes: pd.DataFrame, index: np.ndarray, now: pd.Timestamp
-    ) -> pd.DataFrame:
-        """The admission rules of a prediction applied to outcome messages (event-time
-        bounds on the time known, the model registry); positions become payload indices
-        and the refused ones are in ``attrs["refused"]``."""
-        out = outcomes.assign(position=index[outcomes["position"].to_numpy(np.int64)])
-        reason = admission_reasons(
-            out["event_time"].array, out["model_id"].to_numpy(dtype=object),
-            self._models.keys(), now, self.config,
-        )  # fmt: skip
-        refused = reason != None  # noqa: E711 (elementwise)
-        pos = out["position"].to_numpy(np.int64)
-        kept = out[~refused].reset_index(drop=True)
-        kept.attrs["refused"] = [
-            Rejection(int(pos[i]), str(reason[i])) for i in np.flatnonzero(refused)
-        ]
-        return kept
-
-    def _columnar(
-        self, payloads: Sequence[bytes | None], origins: Sequence[Origin], now: pd.Timestamp
-    ) -> _Checked | None:
-        """The bulk path: one Arrow parse of the batch, one rule per field, admission on the
-        columns; None when the bulk parse or the rules cannot judge the batch exactly as
-        the per-message path does (see :mod:`monitor.stream.columnar`), which then decides.
-        The admission rules are the per-message path's own function."""
-        try:
-            with self.stats.stage("decode"):
-                table = parse_payloads(payloads, self.config)
-            if table is None:
-                return None
-            with self.stats.stage("validate"):
-                split = split_kinds(table)
-                if split is None:
-                    return None
-                rest, rest_pos, out_pos = split
-                checked = validate_table(rest, self.config, rest_pos)
-                outs = None
-                if len(out_pos) and checked is not None:
-                    # outcomes are judged per message, by the per-message path's function
-                    # (a token orjson refuses, in a column only outcomes fill: that path)
-                    try:
-                        decoded = [orjson.loads(payloads[int(i)]) for i in out_pos]  # type: ignore[arg-type]  # a table: no None
-                    except (orjson.JSONDecodeError, RecursionError):
-                        return None
-                    outs = validate_outcome_records(decoded, out_pos, self.config)
-        except Exception as exc:
-            # never a failed batch (the source would redeliver it for ever): the per-message
-            # path, the reference, decides; counted, and logged by type only (no values)
-            self.stats.columnar_errors += 1
-            log.warning("columnar ingest failed (%s): batch taken per message", type(exc).__name__)
-            return None
-        if checked is None:
-            return None
-        with self.stats.stage("validate"):
-            valid = checked.valid
-            reason = admission_reasons(
-                valid["event_time"].to_pandas(), valid["model_id"].to_numpy(zero_copy_only=False),
-                self._models.keys(), now, self.config,
-            )  # fmt: skip
-            refused = reason != None  # noqa: E711 (elementwise)
-            positions = valid["position"].to_numpy()
-            rejected = checked.rejected
-            outcomes = None
-            if outs is not None:
-                rejected = sorted(rejected + outs.rejected, key=lambda r: r.index)
-                if len(outs.outcomes):
-                    outcomes = self._admit_outcomes(outs.outcomes, np.arange(len(payloads)), now)
-            if refused.any():
-                rejected = rejected + [
-                    Rejection(int(positions[i]), str(reason[i])) for i in np.flatnonzero(refused)
-                ]
-                valid = valid.filter(pa.array(~refused))
-                positions = positions[~refused]
-        dead = []
-        # validation faults by position, then admission refusals, then the outcomes' ones
-        for r in rejected + ([] if outcomes is None else outcomes.attrs.pop("refused")):
-            o = origins[r.index]
-            dead.append(DeadLetter(r.reason, payloads[r.index], o.topic, o.partition, o.offset))
-        return _Checked(self.store.rows_table(valid), positions, dead, outcomes)
+    @columnar.setter
+    def columnar(self, on: bool) -> None:
+        self.intake.columnar = on
 
     def ingest_batch(self, payloads: Sequence[bytes | None], origins: Sequence[Origin]) -> None:
         """The Sink call: when it returns, the batch and its effects are durable."""
@@ -550,10 +222,7 @@ class Pipeline:
         with self._locked():
             self._ensure_loaded()
             now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
-            batch = self._columnar(payloads, origins, now) if self.columnar else None
-            if batch is None:
-                stats.per_message_batches += 1
-                batch = self._per_message(payloads, origins, now)
+            batch = self.intake.check(payloads, origins, now, self._models.keys())
             self._note_partitions(batch.rows, batch.positions, origins)
             try:
                 commit = contextlib.ExitStack()
@@ -584,12 +253,17 @@ class Pipeline:
                             rows, outcome.seq[mask], self.config, self.store.group_columns
                         )
                     with stats.stage("store"):
-                        joins = self._join(batch, rows, new, mask, payloads, origins, now,
-                                           report)  # fmt: skip
+                        joined = join_outcomes(
+                            self.store, self.config, batch, rows, new, mask, payloads, origins,
+                            self._clocks, now,
+                        )  # fmt: skip
+                        for reason, k in joined.rejected.items():
+                            report.rejected[reason] = report.rejected.get(reason, 0) + k
+                        report.outcomes = joined.cases
                     # the evaluations submitted by earlier batches first (stream order)
                     with stats.stage("evaluate"):
                         items = self._collect(report)
-                    self._advance_windows(new, rows["model_id"], now, report, items, joins)
+                    self._advance_windows(new, rows["model_id"], now, report, items, joined.joins)
                     commit.enter_context(stats.stage("commit"))
                 commit.close()
             except BaseException:
@@ -600,69 +274,6 @@ class Pipeline:
             stats.records += len(payloads)
             stats.batches += 1
         self._report(report)
-
-    def _join(
-        self,
-        batch: _Checked,
-        rows: pa.Table,
-        new: RecordBatch,
-        mask: np.ndarray,
-        payloads: Sequence[bytes | None],
-        origins: Sequence[Origin],
-        now: pd.Timestamp,
-        report: BatchReport,
-    ) -> dict[str, Joins]:
-        """The batch's outcomes joined (monitor.stream.outcome_join), inside its transaction;
-        returns the joins per model for the windows. A batch without outcomes while none
-        is held costs one count."""
-        outcomes = batch.outcomes
-        if outcomes is None:
-            outcomes = _NO_OUTCOMES
-        if not len(outcomes) and not len(new):
-            return {}
-        if not len(outcomes) and not self.store.held_count():
-            # the usual batch of scored discharges: only the models' clocks move
-            self._advance_clocks(rows["model_id"], new.event_time)
-            return {}
-        models = rows["model_id"].to_numpy(zero_copy_only=False)
-        records = rows["record_id"].to_numpy(zero_copy_only=False)
-        # each model's stream position before the batch, from the store (a model this
-        # instance does not hold in memory has one too)
-        after = self.store.stream_positions()
-        added: dict[str, int] = {}
-        for m in models:
-            added[m] = added.get(m, 0) + 1
-        before = {m: p - added.get(m, 0) for m, p in after.items()}
-        pos, counter = np.empty(len(new), np.int64), dict(before)
-        for i, m in enumerate(models):
-            counter[m] = counter.get(m, 0) + 1
-            pos[i] = counter[m]
-        fresh = [
-            NewPrediction(int(ix), str(m), str(r), int(sq), int(p), int(t), bool(y >= 0))
-            for ix, m, r, sq, p, t, y in zip(
-                batch.positions[mask], models, records, new.seq, pos, new.event_time, new.label,
-                strict=True,
-            )
-        ]
-        result, dead = join_batch(
-            self.store, self.config, fresh, outcomes, payloads, origins, before, self._clocks,
-            now,
-        )  # fmt: skip
-        for reason, k in self.store.write_dead_letters(dead, now).items():
-            report.rejected[reason] = report.rejected.get(reason, 0) + k
-        report.outcomes = dict(result.cases)
-        return result.joins
-
-    def _advance_clocks(self, models: pa.ChunkedArray | pa.Array, times: np.ndarray) -> None:
-        """Each model's clock to the latest scoring time among ``times`` (column-wise)."""
-        enc = pa.chunked_array([models]) if isinstance(models, pa.Array) else models
-        enc = enc.combine_chunks().dictionary_encode()
-        codes = enc.indices.to_numpy(zero_copy_only=False)
-        latest = np.full(len(enc.dictionary), np.iinfo(np.int64).min, dtype=np.int64)
-        np.maximum.at(latest, codes, times)
-        for name, t in zip(enc.dictionary.to_pylist(), latest.tolist(), strict=True):
-            if t > self._clocks.get(name, np.iinfo(np.int64).min):
-                self._clocks[name] = t
 
     def forget_partitions(self, partitions: Collection[Partition]) -> list[str]:
         """Drop the models last seen on ``partitions`` (revoked from this instance) from
@@ -840,7 +451,7 @@ class Pipeline:
         enc = pa.chunked_array([models]) if isinstance(models, pa.Array) else models
         enc = enc.combine_chunks().dictionary_encode()
         names = enc.dictionary.to_pylist()
-        todo = {m: _JoinCursor(j.arrays()) for m, j in joins.items()}
+        todo = {m: JoinCursor(j.arrays()) for m, j in joins.items()}
         codes = enc.indices.to_numpy(zero_copy_only=False)
         order = np.argsort(codes, kind="stable")
         ends = np.cumsum(np.bincount(codes, minlength=len(names)))
@@ -886,20 +497,10 @@ class Pipeline:
         return submitted, touched
 
     def _write(self, pending: list[EvaluationRecord], models: list[str], now: Any) -> None:
-        """The evaluations and the touched models' stream positions, inside the caller's
-        transaction; with each position go its cells' release points (a restart then
-        releases exactly as an uninterrupted run)."""
+        """The evaluations and the touched models' states (ModelState.saved_row), inside the
+        caller's transaction."""
         self.store.write_evaluations(pending)
-        rows = []
-        for m in models:
-            ms = self._models[m]
-            w = ms.window
-            releases = orjson.dumps(ms.publication.saved()).decode()
-            rows.append(
-                (m, w.arrivals, ms.evaluations, w.old_events, now, ms.evaluated or 0, releases,
-                 ms.certified.saved())
-            )  # fmt: skip
-        self.store.write_model_states(rows)
+        self.store.write_model_states([self._models[m].saved_row(now) for m in models])
 
     def flush(self) -> int:
         """Write the evaluations still being computed by the worker; returns how many."""
@@ -972,8 +573,7 @@ class Pipeline:
 
     # ------------------------------------------------------------------ evaluation
     def _evaluated_now(self, ms: ModelState) -> None:
-        ms.since_eval = 0
-        ms.last_eval_wall = self.clock()
+        ms.mark_evaluated(self.clock())
 
     def _evaluate(
         self, model_id: str, now: pd.Timestamp, report: BatchReport, interim: bool = False

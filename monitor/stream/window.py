@@ -101,7 +101,9 @@ class RecordBatch:
         """From stored or validated records (seq, event_time, score, label, decision, attrs;
         ``delay_ns`` when stored: NaN while the outcome is unknown)."""
         et = pd.to_datetime(frame["event_time"], utc=True)
-        label = frame["label"].to_numpy(np.int64)
+        # a copy: joins write labels in place, and pandas hands out a read-only view of an
+        # int64 column (copy-on-write)
+        label = frame["label"].to_numpy(np.int64, copy=True)
         delay = None
         if "delay_ns" in frame.columns:
             d = frame["delay_ns"].to_numpy(np.float64)

@@ -31,7 +31,7 @@ from monitor.core.tiers import cell_tier
 from monitor.service.app import MonitorService
 from monitor.store import Store
 from monitor.store.codec import axis_payload
-from monitor.stream.pipeline import AxisCache
+from monitor.stream.axis_cache import AxisCache
 from tests.support.service_process import (
     ServiceProcess,
     paced,

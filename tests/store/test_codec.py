@@ -26,12 +26,14 @@ from monitor.core.tables import tables_from_frame
 from monitor.core.tiers import Tier
 from monitor.store import Store, queries
 from monitor.store.codec import (
+    ModelStateRow,
     StoredModelState,
     axis_payload,
     axis_result,
     decode_cell,
     decode_model_state,
     encode_cell_state,
+    encode_releases,
 )
 from tests.support.exporter_state import make_cell
 
@@ -156,8 +158,9 @@ def test_model_states_read_back_what_the_writer_wrote(store):
     certified = {"position": 400, "end_ns": None, "last": {"DI|race": ["pass", "fail", 380]},
                  "cells": {}}  # fmt: skip
     store.write_model_states([
-        ("model-00", 400, 2, 1, AT, 400, json.dumps(releases), json.dumps(certified)),
-        ("model-01", 350, 1, 0, AT, None, None, None),
+        ModelStateRow("model-00", 400, 2, 1, AT, 400, encode_releases(releases),
+                      json.dumps(certified)),
+        ModelStateRow("model-01", 350, 1, 0, AT, None, None, None),
     ])  # fmt: skip
     states = queries.model_states(store.cursor())
     assert states == store.model_states()

@@ -151,3 +151,37 @@ def test_the_hop_cadence_goes_on_from_the_stored_last_evaluation_after_a_restart
     clock.t = stored + 10
     assert pipe.tick() == 1
     store.close()
+
+
+def test_an_evaluation_resets_the_wall_clock_cadence_and_a_restore_resumes_it():
+    w = ModelWindow("model-00", CFG)
+    w.arrivals = 1300
+    ms = ModelState(w, evaluated=1200)
+    ms.resume(last_eval_wall=50.0)
+    assert (ms.since_eval, ms.last_eval_wall) == (100, 50.0)  # what no evaluation saw
+    ms.mark_evaluated(75.0)
+    assert (ms.since_eval, ms.last_eval_wall) == (0, 75.0)
+    never = ModelState(ModelWindow("model-01", CFG))
+    never.window.arrivals = 30
+    never.resume(0.0)
+    assert never.since_eval == 30
+
+
+def test_the_saved_row_is_what_a_restore_reads_back(tmp_path):
+    """Through a real file: the row written is decoded to the same counters, release
+    points and certified state (monitor.store.codec)."""
+    w = ModelWindow("model-00", CFG)
+    w.arrivals, w.old_events = 1300, 4
+    ms = ModelState(w, evaluations=3, evaluated=1200)
+    at = pd.Timestamp("2026-12-01", tz="UTC")
+    row = ms.saved_row(at)
+    assert row[:6] == ("model-00", 1300, 3, 4, at, 1200)
+    store = Store(tmp_path / "m.duckdb", CFG)
+    try:
+        store.write_model_states([row])
+        back = store.model_states()["model-00"]
+    finally:
+        store.close()
+    assert (back.records, back.evaluations, back.old_events, back.evaluated) == (1300, 3, 4, 1200)
+    assert back.releases == ms.publication.saved()
+    assert back.certified == json.loads(ms.certified.saved())
