@@ -7,17 +7,20 @@ service's API uses), and parses what they return here. The offline audit leaves
 ``cells.json`` and ``mppd.json``; the same objects are filled with what those hold (no
 history, no events).
 
-The small-cell rule is applied here, once, for every figure the page can show: a
-cell evaluated on fewer than :data:`SMALL_CELL` records (its tier too), an MPPD entry
-with fewer pairs, a volume count below it and a scheduled axis computed on a cohort
-below it are turned into ``None`` with ``suppressed`` set, so no later step can draw
-them by mistake. Counts that need not be exact (records, volumes, pairs, dead letters,
-stream positions) leave here rounded to :data:`~monitor.core.privacy.ROUNDING_BASE`,
-and a per-group family (the months of a model, the groups of an MPPD attribute) gets
-secondary suppression (:func:`~monitor.core.privacy.suppressed_groups`), so no total
-minus the parts shown gives a withheld one. The rule's parts that do not need the page's
-types (MPPD pair counts, period snapping, monthly volumes, counts, the scheduled axes'
-notes) are :mod:`monitor.publish`'s.
+The small-cell rule is applied on reading, once, for every figure the page can show, so
+no later step can draw a withheld one by mistake: a figure withheld is ``None`` (with
+``suppressed`` set on a cell point). What a cell point carries is
+:mod:`monitor.publish.points`'s (a cell evaluated on fewer than :data:`SMALL_CELL`
+records keeps its identity only, its tier withheld too; the guard; the figures of a
+scheduled axis computed on a smaller cohort), and whether a stored scheduled axis may be
+read at all is :func:`~monitor.publish.axes.reported_axis`'s. Counts that need not be
+exact (records, volumes, pairs, dead letters, stream positions) leave here rounded to
+:data:`~monitor.core.privacy.ROUNDING_BASE`, and a per-group family (the months of a
+model, the groups of an MPPD attribute) gets secondary suppression
+(:func:`~monitor.core.privacy.suppressed_groups`), so no total minus the parts shown gives
+a withheld one. The rule's other parts that do not need the page's types (MPPD pair
+counts, period snapping, monthly volumes, counts, the scheduled axes' notes) are
+:mod:`monitor.publish`'s too.
 
 Period filters are whole UTC days, widened to whole release blocks of at least
 SMALL_CELL records (:func:`~monitor.publish.periods.snap_period`), so two reports of
