@@ -31,6 +31,7 @@ period holds 1 to SMALL_CELL - 1 records is withheld as a whole (docs/decisions.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -38,7 +39,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, date, datetime, time, timedelta
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -764,7 +764,7 @@ def _read_model(
     mr.period, mr.volume = period, volume
     small2, small3 = _set_axes(c, mr)
     guard = bool(_guard_notes(cfg))
-    shown = partial(reported_point, guard=guard, small_axis2=small2, small_axis3=small3)
+    shown = functools.partial(reported_point, guard=guard, small_axis2=small2, small_axis3=small3)
     certified = [e for e in events if e.kind == CERTIFIED_CHANGE]
     events = [e for e in events if e.kind != CERTIFIED_CHANGE]
     confirmed = [e for e in events if e.confirmed]
@@ -900,7 +900,7 @@ def read_audit_dir(
         mine = _ordered([c for c in cells if c.model_id == model], metrics, attributes)
         mr = ModelReport(model_id=model, cells=mine)
         cohort = max((c.window_n for c in mine), default=0)
-        mr.axis3 = reported_axis(cohort, partial(_audit_axis3, audit, model, cfg))
+        mr.axis3 = reported_axis(cohort, functools.partial(_audit_axis3, audit, model, cfg))
         if mr.axis3 is None:  # the audit's cells.json withholds a cohort under 11: so does its page
             mr.axes_note = (
                 f"Hospital agreement (Axis 3) withheld: the audit cohort holds fewer than "
