@@ -12,6 +12,14 @@ a group of fewer than 11 records however many pairs it has, is suppressed (mean 
 pairs :data:`~monitor.core.privacy.SMALL_CELL_LABEL`). What a result shows outside the
 service (secondary suppression, rounded counts) is
 :func:`monitor.publish.equilense.published_equilense`.
+
+Why this part of the rule is the computation's, not :mod:`monitor.publish`'s (which this
+package, below it in the layers, cannot import): it needs what the result does not keep,
+the records of each group (on a sample, the sample's) and, for a sampled result, the
+sample itself, to give the disparity left after withholding its standard error
+(:func:`batch_axes.runner._sampled_mppd`, :func:`~batch_axes.mppd_sample.with_disparity_error`);
+and the stored form is itself sent out (the results topic the fleet view reads), so it
+never holds a mean over fewer than 11 pairs or records.
 """
 
 from __future__ import annotations

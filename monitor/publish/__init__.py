@@ -17,8 +17,11 @@ cell's figures are released. The modules here hold:
 * :mod:`~monitor.publish.rule`: the rule's constants and checks an output states or reads;
 * :mod:`~monitor.publish.counts`: one count, and one family of group sizes, as published;
 * :mod:`~monitor.publish.cells`: cell and event rows (API, fleet view, audit files);
+* :mod:`~monitor.publish.points`: the report's cell points (small-cell rule, guard, a
+  scheduled axis on a small cohort);
 * :mod:`~monitor.publish.events`: events as stored and published (no window figures);
-* :mod:`~monitor.publish.axes`: the scheduled axes (Axis 2, Axis 3) and their dispatch;
+* :mod:`~monitor.publish.axes`: the scheduled axes (Axis 2, Axis 3), their dispatch, and
+  whether the report may read a stored one;
 * :mod:`~monitor.publish.equilense`: EquiLense's group metrics and MPPD;
 * :mod:`~monitor.publish.rates`: the intervention audit's selection rates;
 * :mod:`~monitor.publish.mppd`: the report's re-check of MPPD pair counts;

@@ -10,7 +10,7 @@ no note quotes an exact small count. EquiLense is :mod:`monitor.publish.equilens
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result, folds_note
@@ -21,6 +21,7 @@ from monitor.publish.equilense import published_equilense
 
 #: What one scheduled-axis job produces for one model (monitor.store.codec).
 ScheduledResult = tuple[Axis2Cell, ...] | Axis3Result | EquiLenseResult
+R = TypeVar("R")
 
 
 def published_axis2(cell: Axis2Cell) -> dict[str, Any]:
@@ -87,3 +88,10 @@ def published_axis_row(
     if not reportable(cohort_n):
         return SMALL_CELL_LABEL, None
     return published_count(cohort_n), published_axis(result())
+
+
+def reported_axis(cohort_n: int | None, result: Callable[[], R]) -> R | None:
+    """A stored scheduled result as the report may read it, typed: None when its cohort
+    held fewer than 11 records (``result``, which reads the stored payload, is then not
+    called), else ``result()``; the report shows it through its own summaries."""
+    return result() if reportable(cohort_n) else None

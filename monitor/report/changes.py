@@ -29,8 +29,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from monitor.publish.points import WITHHELD_TIER
 from monitor.publish.rule import SMALL_CELL
-from monitor.report.data import WITHHELD_TIER, CellPoint, EventRow, ModelReport, ReportData
+from monitor.report.data import CellPoint, EventRow, ModelReport, ReportData
 from monitor.report.sentences import cell_label, plural
 
 #: Tiers whose verdict is not reliable whatever the flip rate says: two or three of the

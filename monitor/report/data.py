@@ -7,17 +7,20 @@ service's API uses), and parses what they return here. The offline audit leaves
 ``cells.json`` and ``mppd.json``; the same objects are filled with what those hold (no
 history, no events).
 
-The small-cell rule is applied here, once, for every figure the page can show: a
-cell evaluated on fewer than :data:`SMALL_CELL` records (its tier too), an MPPD entry
-with fewer pairs, a volume count below it and a scheduled axis computed on a cohort
-below it are turned into ``None`` with ``suppressed`` set, so no later step can draw
-them by mistake. Counts that need not be exact (records, volumes, pairs, dead letters,
-stream positions) leave here rounded to :data:`~monitor.core.privacy.ROUNDING_BASE`,
-and a per-group family (the months of a model, the groups of an MPPD attribute) gets
-secondary suppression (:func:`~monitor.core.privacy.suppressed_groups`), so no total
-minus the parts shown gives a withheld one. The rule's parts that do not need the page's
-types (MPPD pair counts, period snapping, monthly volumes, counts, the scheduled axes'
-notes) are :mod:`monitor.publish`'s.
+The small-cell rule is applied on reading, once, for every figure the page can show, so
+no later step can draw a withheld one by mistake: a figure withheld is ``None`` (with
+``suppressed`` set on a cell point). What a cell point carries is
+:mod:`monitor.publish.points`'s (a cell evaluated on fewer than :data:`SMALL_CELL`
+records keeps its identity only, its tier withheld too; the guard; the figures of a
+scheduled axis computed on a smaller cohort), and whether a stored scheduled axis may be
+read at all is :func:`~monitor.publish.axes.reported_axis`'s. Counts that need not be
+exact (records, volumes, pairs, dead letters, stream positions) leave here rounded to
+:data:`~monitor.core.privacy.ROUNDING_BASE`, and a per-group family (the months of a
+model, the groups of an MPPD attribute) gets secondary suppression
+(:func:`~monitor.core.privacy.suppressed_groups`), so no total minus the parts shown gives
+a withheld one. The rule's other parts that do not need the page's types (MPPD pair
+counts, period snapping, monthly volumes, counts, the scheduled axes' notes) are
+:mod:`monitor.publish`'s too.
 
 Period filters are whole UTC days, widened to whole release blocks of at least
 SMALL_CELL records (:func:`~monitor.publish.periods.snap_period`), so two reports of
@@ -28,6 +31,7 @@ period holds 1 to SMALL_CELL - 1 records is withheld as a whole (docs/decisions.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -50,15 +54,20 @@ from batch_axes.mppd_sample import MPPDSampling
 from monitor import __version__
 from monitor.config import MonitorConfig
 from monitor.config.errors import UserError
-from monitor.core.axis1 import needs_words
-from monitor.core.drivers import driver_clause, driver_sentence
 from monitor.core.events import CERTIFIED_CHANGE, CellEvent
 from monitor.core.numbers import float_or_none
-from monitor.publish.axes import published_axis3_note
+from monitor.publish.axes import published_axis3_note, reported_axis
 from monitor.publish.counts import published_count, published_size, rounded_count
 from monitor.publish.mppd import family_hidden, published_pair_matrix
 from monitor.publish.periods import in_period, snap_period
-from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL, reportable
+from monitor.publish.points import (
+    CellPoint,
+    guarded_point,
+    published_audit_point,
+    published_point,
+    reported_point,
+)
+from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL
 from monitor.publish.volumes import VolumePoint, monthly_volume
 from monitor.store import queries
 from monitor.store.codec import axis_result
@@ -69,9 +78,10 @@ MAX_POINTS = 400
 AUROC_MAX_RECORDS = 200_000
 
 
-#: The tier a cell withheld by the small-cell rule shows: the tier rests on the window's
-#: figures (flip rate, audit size, hospital agreement), so it is withheld with them.
-WITHHELD_TIER = SMALL_CELL_LABEL
+#: A stored window result (``CellEvaluation.to_dict``, or the fields of it the history
+#: query picks) as a point of the page, the small-cell rule applied: the publish
+#: package decides what a point carries (:func:`monitor.publish.points.published_point`).
+cell_from_result = published_point
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -116,68 +126,6 @@ def whole_day(option: str, value: str | date | None) -> date | None:
 
 
 # --------------------------------------------------------------------------- typed rows
-
-
-@dataclass(frozen=True)
-class CellPoint:
-    """One cell (model, metric, attribute) at one evaluation: the Axis 1 result and its tier."""
-
-    model_id: str
-    metric: str
-    attribute: str
-    evaluation: int
-    at: datetime | None  # event time of the window's last record (else evaluation time)
-    window_n: int
-    threshold: float
-    direction: str
-    value: float | None
-    vfr: float | None
-    ci_low: float | None
-    ci_high: float | None
-    dominant_verdict: str | None
-    point_verdict: str | None
-    tier: str
-    confirmed_tier: str | None = None
-    confirmed_verdict: str | None = None
-    n_star: float | None = None  # math.inf when not reached; None when not computed
-    kappa: float | None = None
-    failed_axes: tuple[str, ...] = ()
-    pending_axes: tuple[str, ...] = ()
-    partial: bool = False
-    n_pass: int | None = None
-    K: int | None = None
-    suppressed: bool = False  # window_n < SMALL_CELL: no figure (nor tier) may be shown
-    #: not evaluable (no verdict, VFR, kappa or tier): why, and what it needs in words
-    not_evaluable_reason: str = ""
-    needs: str = ""
-
-    #: what drives the disparity of a failing or flipping cell, one sentence
-    #: (monitor.core.drivers.driver_sentence; privacy rules applied there); None: none
-    driver: str | None = None
-    #: the groups at the extremes, named, as a clause ("Female patients are selected at
-    #: 0.27 against 0.44 for Male patients"); what "what changed" quotes. None: none
-    driver_clause: str | None = None
-    #: the pooled estimate beside the raw one (monitor.core.pooling), when configured
-    pooled_value: float | None = None
-    pooled_vfr: float | None = None
-    pooled_dominant_verdict: str | None = None
-
-    #: "4 of 12 groups evaluated" and whether it rests on two groups or dozens (issue 24)
-    support_note: str = ""
-    #: N* not reached: the time this volume needs, e.g. "about 14 weeks at this volume"
-    time_to_reliable: str = ""
-
-    #: "outcomes incomplete" while the attribute's outcome coverage gap is above
-    #: [outcomes] max_coverage_gap (label-based cells; monitor.core.coverage), else ""
-    coverage_reason: str = ""
-    #: the certified verdict (docs/method.md section 11): 'pass', 'fail' or
-    #: 'undetermined'; None: not certifiable, not tracked (an audit), or withheld
-    certified: str | None = None
-    coverage_gap: float | None = None
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.metric, self.attribute)
 
 
 @dataclass(frozen=True)
@@ -362,83 +310,6 @@ class ReportData:
 # --------------------------------------------------------------------------- parsing helpers
 
 
-def _int(x: Any) -> int | None:
-    """A count, or None when it is withheld ("<11") or missing."""
-    if x is None or isinstance(x, str):
-        return None
-    return int(x)
-
-
-def cell_from_result(
-    r: Mapping[str, Any],
-    at: datetime | None = None,
-    labels: Mapping[str, Mapping[str, str]] | None = None,
-) -> CellPoint:
-    """A stored window result (``CellEvaluation.to_dict``, or the fields of it the history
-    query picks) as a CellPoint, small-cell safe. ``labels`` (attribute -> code -> name,
-    :attr:`ReportData.group_labels`) names the groups of its sentences."""
-    window_n = int(r.get("window_n") or 0)
-    names = (labels or {}).get(str(r["attribute"]))
-    small = window_n < SMALL_CELL
-
-    def shown(x: Any) -> float | None:
-        return None if small else float_or_none(x)
-
-    return CellPoint(
-        model_id=str(r["model_id"]),
-        metric=str(r["metric"]),
-        attribute=str(r["attribute"]),
-        evaluation=int(r.get("evaluation") or 0),
-        at=at,
-        window_n=window_n,
-        threshold=float(r["threshold"]),
-        direction=str(r["direction"]),
-        value=shown(r.get("value")),
-        vfr=shown(r.get("vfr")),
-        ci_low=shown(r.get("ci_low")),
-        ci_high=shown(r.get("ci_high")),
-        dominant_verdict=None if small else r.get("dominant_verdict"),
-        point_verdict=None if small else r.get("point_verdict"),
-        tier=WITHHELD_TIER if small else str(r.get("tier") or "Pending"),
-        confirmed_tier=None if small else r.get("confirmed_tier"),
-        confirmed_verdict=None if small else r.get("confirmed_verdict"),
-        n_star=shown(r.get("n_star")),
-        kappa=shown(r.get("kappa")),
-        failed_axes=() if small else tuple(r.get("failed_axes") or ()),
-        pending_axes=() if small else tuple(r.get("pending_axes") or ()),
-        partial=False if small else bool(r.get("partial")),
-        n_pass=None if small else _int(r.get("n_pass")),
-        K=_int(r.get("K")),
-        suppressed=small,
-        not_evaluable_reason="" if small else str(r.get("not_evaluable_reason") or ""),
-        needs="" if small else _needs(r),
-        driver=None if small else driver_sentence(r, names),
-        driver_clause=None if small else driver_clause(r, names),
-        pooled_value=shown(r.get("pooled_value")),
-        pooled_vfr=shown(r.get("pooled_vfr")),
-        pooled_dominant_verdict=None if small else r.get("pooled_dominant_verdict"),
-        support_note="" if small else str(r.get("support_note") or ""),
-        coverage_reason="" if small else str(r.get("coverage_reason") or ""),
-        coverage_gap=None if small else _coverage_gap(r.get("outcome_coverage")),
-        certified=None if small else _certified(r.get("certified")),
-    )
-
-
-def _certified(d: Any) -> str | None:
-    """A stored cell's certified verdict (None: not certified, or a row written before)."""
-    return str(d["verdict"]) if isinstance(d, dict) and d.get("verdict") else None
-
-
-def _needs(r: Mapping[str, Any]) -> str:
-    """What a stored not-evaluable cell needs, in words ("" when nothing is stored)."""
-    groups = r.get("records_needed_groups") or ()
-    return needs_words(str(r["metric"]), _int(r.get("records_needed")), groups)
-
-
-def _coverage_gap(d: Any) -> float | None:
-    return float_or_none(d.get("gap")) if isinstance(d, Mapping) else None
-
-
 def coverage_points(
     rows: Iterable[tuple[str, int, int, Mapping[str, Any]]],
     model: str,
@@ -461,45 +332,6 @@ def coverage_points(
             )
         )  # fmt: skip
     return out
-
-
-def cell_from_audit(c: AuditCell) -> CellPoint:
-    """An offline audit's cell (a cells.json row read with ``AuditCell.from_dict``) as a
-    CellPoint; a withheld cell keeps its identity only."""
-    small = c.withheld
-
-    def shown(x: float | None) -> float | None:
-        return None if small or x is None or math.isnan(x) else x
-
-    return CellPoint(
-        model_id=c.model_id,
-        metric=c.metric,
-        attribute=c.attribute,
-        evaluation=0,
-        at=None,
-        window_n=c.cohort_n or 0,
-        threshold=c.threshold,
-        direction=c.direction,
-        value=shown(c.value),
-        vfr=shown(c.vfr),
-        ci_low=shown(c.ci_low),
-        ci_high=shown(c.ci_high),
-        dominant_verdict=None if small else c.dominant_verdict,
-        point_verdict=None if small else c.point_verdict,
-        tier=WITHHELD_TIER if small else c.tier.tier.value,
-        n_star=shown(c.n_star),
-        kappa=shown(c.kappa),
-        failed_axes=() if small else c.tier.failed_axes,
-        pending_axes=() if small else c.tier.pending_axes,
-        partial=False if small else c.tier.partial,
-        n_pass=None if small else c.n_pass,
-        K=c.K,
-        suppressed=small,
-        not_evaluable_reason="" if small else c.not_evaluable_reason,
-        needs="" if small else needs_words(c.metric, c.records_needed, c.records_needed_groups),
-        support_note="" if small else c.support_note,
-        time_to_reliable="" if small else c.time_to_reliable,
-    )
 
 
 def _ts(x: Any) -> datetime | None:
@@ -824,26 +656,8 @@ def _latest_axis(c: duckdb.DuckDBPyConnection, axis: str, model: str) -> tuple[A
     rows = queries.axis_history(c, axis, model, limit=1)
     if not rows:
         return None, False
-    if not reportable(rows[0]["cohort_n"]):
-        return None, True
-    return axis_result(axis, rows[0]["payload"]), False
-
-
-def _without_axes(p: CellPoint, axis2: bool, axis3: bool) -> CellPoint:
-    """A cell whose model's Axis 2 (N*) or Axis 3 (kappa) rests on a cohort of fewer than
-    SMALL_CELL records: those figures, and the tier resting on them, withheld."""
-    if not (axis2 or axis3) or p.suppressed:
-        return p
-    return replace(
-        p,
-        n_star=None if axis2 else p.n_star,
-        kappa=None if axis3 else p.kappa,
-        tier=WITHHELD_TIER,
-        confirmed_tier=None,
-        failed_axes=(),
-        pending_axes=(),
-        partial=False,
-    )
+    result = reported_axis(rows[0]["cohort_n"], lambda: axis_result(axis, rows[0]["payload"]))
+    return result, result is None
 
 
 def _jobs(c: duckdb.DuckDBPyConnection, since: datetime | None) -> list[JobSummary]:
@@ -950,10 +764,7 @@ def _read_model(
     mr.period, mr.volume = period, volume
     small2, small3 = _set_axes(c, mr)
     guard = bool(_guard_notes(cfg))
-
-    def shown(p: CellPoint) -> CellPoint:
-        return _without_axes(_withheld(p) if guard else p, small2, small3)
-
+    shown = functools.partial(reported_point, guard=guard, small_axis2=small2, small_axis3=small3)
     certified = [e for e in events if e.kind == CERTIFIED_CHANGE]
     events = [e for e in events if e.kind != CERTIFIED_CHANGE]
     confirmed = [e for e in events if e.confirmed]
@@ -1041,37 +852,6 @@ def read_database(
     )
 
 
-def _withheld(p: CellPoint) -> CellPoint:
-    """A cell with every figure withheld (the guard when min_group_support is below
-    SMALL_CELL): its tier rests on them, so it goes too."""
-    return replace(
-        p,
-        value=None,
-        vfr=None,
-        ci_low=None,
-        ci_high=None,
-        dominant_verdict=None,
-        point_verdict=None,
-        confirmed_verdict=None,
-        n_star=None,
-        kappa=None,
-        n_pass=None,
-        tier=WITHHELD_TIER,
-        confirmed_tier=None,
-        failed_axes=(),
-        pending_axes=(),
-        partial=False,
-        suppressed=True,
-        driver=None,
-        driver_clause=None,
-        pooled_value=None,
-        pooled_vfr=None,
-        pooled_dominant_verdict=None,
-        coverage_reason="",
-        coverage_gap=None,
-    )
-
-
 # --------------------------------------------------------------------------- audit directory
 
 
@@ -1099,10 +879,10 @@ def read_audit_dir(
     except (ValueError, KeyError, TypeError) as exc:
         raise ReportInputError(f"{cells_path}: not an audit cells.json ({exc})") from None
     audit = [AuditCell.from_dict(r) for r in rows]
-    cells = [cell_from_audit(c) for c in audit]
+    cells = [published_audit_point(c) for c in audit]
     guard = _guard_notes(cfg)
     if guard:
-        cells = [_withheld(p) for p in cells]
+        cells = [guarded_point(p) for p in cells]
     names = sorted({c.model_id for c in cells})
     if models:
         unknown = [m for m in models if m not in names]
@@ -1120,9 +900,8 @@ def read_audit_dir(
         mine = _ordered([c for c in cells if c.model_id == model], metrics, attributes)
         mr = ModelReport(model_id=model, cells=mine)
         cohort = max((c.window_n for c in mine), default=0)
-        if reportable(cohort):
-            mr.axis3 = _audit_axis3(audit, model, cfg)
-        else:  # the audit's cells.json withholds a cohort under 11: so does its page
+        mr.axis3 = reported_axis(cohort, functools.partial(_audit_axis3, audit, model, cfg))
+        if mr.axis3 is None:  # the audit's cells.json withholds a cohort under 11: so does its page
             mr.axes_note = (
                 f"Hospital agreement (Axis 3) withheld: the audit cohort holds fewer than "
                 f"{SMALL_CELL} records."

@@ -35,9 +35,9 @@ from batch_axes.axis3 import LANDIS_KOCH
 from batch_axes.mppd_sample import Z95
 from monitor.core.explain import tier_name
 from monitor.core.locks import named_lock
+from monitor.publish.points import WITHHELD_TIER
 from monitor.publish.rule import SMALL_CELL_LABEL as WITHHELD
 from monitor.report.data import (
-    WITHHELD_TIER,
     CellPoint,
     EventRow,
     ModelReport,

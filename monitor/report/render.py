@@ -24,12 +24,12 @@ from batch_axes.mppd_sample import Z95
 from monitor.config import MonitorConfig
 from monitor.core.explain import tier_name
 from monitor.core.tiers import TIER_LEVEL
+from monitor.publish.points import WITHHELD_TIER
 from monitor.publish.rule import ROUNDING_BASE, SMALL_CELL
 from monitor.publish.rule import SMALL_CELL_LABEL as WITHHELD
 from monitor.report import coverage_figure, figures
 from monitor.report.changes import Attention, cell_reliable, model_changes, period_changes
 from monitor.report.data import (
-    WITHHELD_TIER,
     CellPoint,
     ModelReport,
     ReportData,

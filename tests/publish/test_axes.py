@@ -10,13 +10,14 @@ import pytest
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import axis3
 from monitor.core.numbers import float_or_none
-from monitor.core.privacy import SMALL_CELL_LABEL
+from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
 from monitor.publish.axes import (
     published_axis,
     published_axis2,
     published_axis3,
     published_axis3_note,
     published_axis_row,
+    reported_axis,
 )
 from tests.batch_axes.test_axis3 import ATTRS, RULES, cohort_arrays
 
@@ -85,3 +86,15 @@ def test_a_small_cohort_shows_no_payload_and_its_payload_is_not_read(cohort):
 def test_a_cohort_of_eleven_or_more_shows_its_published_result():
     cells = tuple(axis2_cells())
     assert published_axis_row(4003, lambda: cells) == (4005, published_axis(cells))
+
+
+def test_a_stored_axis_result_is_read_only_from_eleven_records():
+    def read() -> str:
+        calls.append(1)
+        return "result"
+
+    calls: list[int] = []
+    assert reported_axis(SMALL_CELL - 1, read) is None
+    assert reported_axis(None, read) is None
+    assert calls == []  # a withheld payload is not even decoded
+    assert reported_axis(SMALL_CELL, read) == "result" and calls == [1]
