@@ -118,7 +118,9 @@ def _flips_by_cell(m: ModelReport) -> dict[tuple[str, str], list[EventRow]]:
     return out
 
 
-def _withheld_event(m: ModelReport, flips: list[EventRow]) -> bool:
+def _flip_context_suppressed(m: ModelReport, flips: list[EventRow]) -> bool:
+    """Whether a flip's cell, as published at the flip, is unknown or suppressed
+    (monitor.publish.points decided that): the sentence then does not describe it."""
     return any((c := m.event_context.get(e.id)) is None or c.suppressed for e in flips)
 
 
@@ -167,7 +169,7 @@ def model_changes(m: ModelReport, data: ReportData) -> list[Change]:
     withheld: list[CellPoint] = []
     for c in m.cells:
         evs = flips.get(c.key, [])
-        if c.suppressed or (evs and _withheld_event(m, evs)):
+        if c.suppressed or (evs and _flip_context_suppressed(m, evs)):
             if evs:
                 withheld.append(c)
             continue
