@@ -79,21 +79,20 @@ def label_cells(db: str | Path, model: str = PLANTED[0]) -> list[dict[str, Any]]
     finally:
         c.close()
     out = []
-    for r in sorted(rows, key=lambda r: (r["attribute"], r["metric"])):
-        if not needs_outcome(r["metric"]):
+    for r in sorted(rows, key=lambda r: (r.result.attribute, r.result.metric)):
+        if not needs_outcome(r.result.metric):
             continue
-        cov_raw = r.get("outcome_coverage")
-        cov = cov_raw if isinstance(cov_raw, dict) else {}
+        cov = r.outcome_coverage
         out.append(
             {
-                "cell": f"{r['metric']} x {r['attribute']}",
+                "cell": f"{r.result.metric} x {r.result.attribute}",
                 # counts as the service publishes them (rounded to 5, withheld under 11)
-                "predictions": _published(r.get("predictions")),
-                "with_outcome": _published(r.get("with_outcome")),
-                "verdict": r.get("dominant_verdict"),
-                "coverage_gap": cov.get("gap"),
-                "coverage": {g: v.get("coverage") for g, v in (cov.get("groups") or {}).items()},
-                "reason": r.get("coverage_reason") or "",
+                "predictions": _published(r.predictions),
+                "with_outcome": _published(r.with_outcome),
+                "verdict": r.result.dominant_verdict,
+                "coverage_gap": None if cov is None else cov.gap,
+                "coverage": {} if cov is None else {g.group: g.coverage for g in cov.groups},
+                "reason": r.coverage_reason,
             }
         )
     return out

@@ -29,3 +29,19 @@ def published_events(events: Sequence[CellEvent]) -> list[CellEvent]:
         return {k: v for k, v in axes.items() if k not in EVENT_FIGURES}
 
     return [replace(e, axes=strip(e.axes), axes_before=strip(e.axes_before)) for e in events]
+
+
+def event_row(
+    event: CellEvent, *, id: int, created_at: str, decision_config: str | None
+) -> dict[str, Any]:
+    """A stored event as the API's events route serves it, before the small-cell rule
+    (:func:`monitor.publish.cells.published_event_rows`): its row id, when it was written
+    and under which decision rule, and the event's fields, in the events table's column
+    order."""
+    e = event
+    return {
+        "id": id, "created_at": created_at, "kind": e.kind, "model_id": e.model_id,
+        "metric": e.metric, "attribute": e.attribute, "old": e.old, "new": e.new,
+        "confirmed": e.confirmed, "direction": e.direction, "evaluation": e.evaluation,
+        "axes": e.axes, "decision_config": decision_config, "axes_before": e.axes_before,
+    }  # fmt: skip

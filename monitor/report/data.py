@@ -70,7 +70,6 @@ from monitor.publish.points import (
 from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL
 from monitor.publish.volumes import VolumePoint, monthly_volume
 from monitor.store import queries
-from monitor.store.codec import axis_result
 
 #: Points per cell kept for the time-series figures (event evaluations are always kept).
 MAX_POINTS = 400
@@ -311,24 +310,21 @@ class ReportData:
 
 
 def coverage_points(
-    rows: Iterable[tuple[str, int, int, Mapping[str, Any]]],
+    rows: Iterable[queries.CoverageRow],
     model: str,
     times: Mapping[tuple[str, int], datetime | None],
 ) -> list[CoveragePoint]:
     """Stored outcome coverage (queries.coverage_history) as CoveragePoints; an evaluation
     whose window is under the small-cell rule shows nothing (left out)."""
     out = []
-    for attr, ev, window_n, d in rows:
+    for attr, ev, window_n, cov in rows:
         if window_n < SMALL_CELL:
             continue
-        groups = {
-            str(code): float_or_none(g.get("coverage")) if isinstance(g, Mapping) else None
-            for code, g in (d.get("groups") or {}).items()
-        }
+        groups = {g.group: float_or_none(g.coverage) for g in cov.groups}
         out.append(
             CoveragePoint(
-                attr, ev, times.get((model, ev)), groups, float_or_none(d.get("gap")),
-                float(d.get("max_gap") or 0.0), str(d.get("reason") or ""),
+                attr, ev, times.get((model, ev)), groups, float_or_none(cov.gap),
+                cov.max_gap, cov.reason,
             )
         )  # fmt: skip
     return out
@@ -656,7 +652,8 @@ def _latest_axis(c: duckdb.DuckDBPyConnection, axis: str, model: str) -> tuple[A
     rows = queries.axis_history(c, axis, model, limit=1)
     if not rows:
         return None, False
-    result = reported_axis(rows[0]["cohort_n"], lambda: axis_result(axis, rows[0]["payload"]))
+    row = rows[0]
+    result = reported_axis(row.cohort_n, lambda: row.result)
     return result, result is None
 
 
@@ -739,7 +736,7 @@ def _read_model(
     """One model's part of the page, with the small-cell rule applied to every figure."""
     labels = {a.name: dict(a.groups) for a in cfg.grid_attributes}
     latest = [
-        cell_from_result(r, times.get((model, int(r.get("evaluation") or 0))), labels)
+        cell_from_result(r.to_dict(), times.get((model, r.evaluation)), labels)
         for r in queries.latest_cells(c, model)
     ]
     history = _history(c, model, times)

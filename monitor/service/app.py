@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -50,7 +50,7 @@ from monitor.service.stored_views import (
     stored_windows,
 )
 from monitor.store import Store, queries
-from monitor.store.codec import AxisResult, axis_payload
+from monitor.store.codec import AxisResult, CohortRelease, axis_payload
 from monitor.stream.dead_letter_watch import DeadLetterWatch, IngestTally
 from monitor.stream.pipeline import BatchReport, Pipeline
 from monitor.stream.publication import cohort_release
@@ -73,11 +73,9 @@ _NO_REPORT_YET = (
 )
 
 
-def _release_records(point: Mapping[str, Any] | None) -> int:
-    """How many records a stored release point (``{"seq", "n": {attribute: sizes}}``)
-    rests on: every record is in one group of each attribute; 0 when there is none."""
-    sizes = (point or {}).get("n") or {}
-    return max((int(sum(v)) for v in sizes.values()), default=0)
+def _release_records(point: CohortRelease | None) -> int:
+    """How many records a stored release point rests on; 0 when there is none."""
+    return 0 if point is None else point.records
 
 
 class MonitorService:

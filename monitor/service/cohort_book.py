@@ -47,7 +47,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import duckdb
 import numpy as np
@@ -57,6 +56,7 @@ from monitor.config import MonitorConfig
 from monitor.core.locks import named_lock
 from monitor.core.tables import grid_groups
 from monitor.store import queries
+from monitor.store.codec import CohortRelease
 
 
 @dataclass(frozen=True)
@@ -91,10 +91,11 @@ class CohortView:
             return None
         return (self.latest_us - self.first_us) / 86_400e6
 
-    def release_point(self) -> dict[str, Any]:
+    def release_point(self) -> CohortRelease:
         """What :func:`monitor.stream.publication.cohort_release` records for a cohort:
         its last sequence number and group sizes per attribute."""
-        return {"seq": self.last_seq, "n": self.every.group_sizes()}
+        sizes = self.every.group_sizes()
+        return CohortRelease(self.last_seq, {a: tuple(n) for a, n in sizes.items()})
 
 
 @dataclass

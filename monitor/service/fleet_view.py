@@ -99,10 +99,9 @@ class FleetView:
     def _latest(self) -> list[tuple[str, CellEvaluation]]:
         cursor = self.store.cursor()
         try:
-            rows = queries.latest_window_results(cursor)
+            return queries.latest_window_results(cursor)
         finally:
             cursor.close()
-        return [(m, CellEvaluation.from_dict(r)) for m, r in rows]
 
     def cells(self) -> list[dict]:
         return [published_evaluation(c) for _, c in self._latest()]

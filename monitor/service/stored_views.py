@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import partial
+from typing import Any
 
 from monitor.config import MonitorConfig
 from monitor.core.events import CellEvent
 from monitor.core.explain import Cutoffs, explain_event
 from monitor.publish.axes import published_axis_row
 from monitor.publish.cells import published_event_rows, published_windows
+from monitor.publish.events import event_row
 from monitor.store import Store, queries
-from monitor.store.codec import axis_result
 
 
 def event_explainer(config: MonitorConfig) -> Callable[[CellEvent], str]:
@@ -52,8 +52,29 @@ def stored_events(store: Store, limit: int, since_id: int | None) -> list[dict]:
     finally:
         cursor.close()
     explain = event_explainer(store.config)
-    rows = [{**s.to_dict(), "explanation": explain(s.event)} for s in events]
+    rows = [{**stored_event_row(s), "explanation": explain(s.event)} for s in events]
     return published_event_rows(rows, sizes)
+
+
+def stored_event_row(stored: queries.StoredEvent) -> dict[str, Any]:
+    """A stored event as a row of its stored fields (monitor.publish.events.event_row)."""
+    return event_row(
+        stored.event, id=stored.id, created_at=stored.created_at,
+        decision_config=stored.decision_config,
+    )  # fmt: skip
+
+
+def window_row(row: queries.WindowRow) -> dict[str, Any]:
+    """A stored window row as the API's windows route serves it, before the small-cell
+    rule: the row's columns, then its result's stored form (``CellEvaluation.to_dict``,
+    whose ``evaluation`` and ``evaluated_at`` are the ones shown)."""
+    return {
+        "evaluation": row.evaluation,
+        "evaluated_at": row.evaluated_at,
+        "window_end_count": row.window_end_count,
+        "seed": row.seed,
+        **row.result.to_dict(),
+    }
 
 
 def stored_windows(
@@ -66,7 +87,7 @@ def stored_windows(
         rows = queries.window_history(cursor, model, metric, attribute, limit, before)
     finally:
         cursor.close()
-    return published_windows(rows)
+    return published_windows(window_row(r) for r in rows)
 
 
 def stored_axes(
@@ -88,11 +109,20 @@ def stored_axes(
             return None
     finally:
         cursor.close()
-    for row in rows:
-        row["cohort_n"], row["payload"] = published_axis_row(
-            row["cohort_n"], partial(axis_result, axis, row["payload"])
-        )
-    return rows
+    return [axis_row(row) for row in rows]
+
+
+def axis_row(row: queries.AxisRow) -> dict[str, Any]:
+    """A stored scheduled result as the API's axes routes serve it: its identity, its
+    cohort size and payload under the small-cell rule (published_axis_row)."""
+    cohort_n, payload = published_axis_row(row.cohort_n, lambda: row.result)
+    return {
+        "axis": row.axis,
+        "model_id": row.model_id,
+        "computed_at": row.computed_at,
+        "cohort_n": cohort_n,
+        "payload": payload,
+    }
 
 
 def stored_report(

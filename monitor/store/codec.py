@@ -16,6 +16,15 @@ The scheduled axes' results (``axis_results.payload``) are written through
 (the pipeline's restart, the API, the report), so no layer reads a result through string
 keys.
 
+The cells' evaluations (``window_results.result``, ``cell_state.latest`` and the released
+one in ``cell_state.state``) are read back as :class:`~monitor.core.results.CellEvaluation`
+(:func:`decode_evaluation`; rows of earlier versions decode through
+``CellEvaluation.from_dict``), their outcome coverage alone as
+:class:`~monitor.core.coverage.AttributeCoverage` (:func:`decode_coverage`), and the cohort
+a scheduled axis's published result rests on (``axis_releases.cohort``) as a
+:class:`CohortRelease`. What leaves the service as JSON is made from these typed values at
+the edge that serves it (monitor.service.stored_views, monitor.publish).
+
 The release points and the certified verdicts' state stay decoded JSON mappings here:
 their schema belongs to ``monitor.stream.publication`` and ``monitor.stream.certified``,
 above the store, which restore them (``ModelPublication.restore``,
@@ -27,7 +36,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, overload
 
 import orjson
@@ -36,6 +45,7 @@ import pandas as pd
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import EquiLenseResult
+from monitor.core.coverage import AttributeCoverage
 from monitor.core.events import CellTracker
 from monitor.core.jsonable import to_json
 from monitor.core.results import CellEvaluation
@@ -147,6 +157,72 @@ def decode_cell(
         None if released is None else CellEvaluation.from_dict(released),
         None if not latest_d else CellEvaluation.from_dict(latest_d),
     )  # fmt: skip
+
+
+def decode_evaluation(text: str) -> CellEvaluation:
+    """A stored cell evaluation (``window_results.result``, ``cell_state.latest`` or the
+    released one of ``cell_state.state``: ``CellEvaluation.to_dict`` as JSON) as its typed
+    value; what earlier versions wrote decodes too (``CellEvaluation.from_dict``)."""
+    d = _json_object(text)
+    if d is None:
+        raise ValueError("a stored cell evaluation is empty")
+    return CellEvaluation.from_dict(d)
+
+
+def encode_evaluation(cell: CellEvaluation) -> str:
+    """The stored JSON of a cell evaluation: what :func:`decode_evaluation` reads back."""
+    return to_json(cell.to_dict())
+
+
+def decode_coverage(text: str) -> AttributeCoverage:
+    """A stored outcome coverage (a cell evaluation's ``outcome_coverage`` object) as its
+    typed value."""
+    d = _json_object(text)
+    if d is None:
+        raise ValueError("a stored outcome coverage is empty")
+    return AttributeCoverage.from_dict(d)
+
+
+@dataclass(frozen=True)
+class CohortRelease:
+    """The cohort a scheduled axis's latest published result rests on (``axis_releases``):
+    what the next result's cohort is compared with before it may replace it
+    (monitor.stream.publication.cohort_release; docs/privacy.md)."""
+
+    #: the cohort's last sequence number (None: an empty cohort)
+    seq: int | None
+    #: attribute -> records per group, in the attribute's configured code order
+    sizes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def records(self) -> int:
+        """Records the cohort holds: every record is in one group of each attribute (0 for
+        none)."""
+        return max((sum(v) for v in self.sizes.values()), default=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored JSON shape, ``{"seq": ..., "n": {attribute: sizes}}``."""
+        return {"seq": self.seq, "n": {a: list(v) for a, v in self.sizes.items()}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CohortRelease:
+        seq = d.get("seq")
+        return cls(
+            None if seq is None else int(seq),
+            {str(a): tuple(int(x) for x in v) for a, v in (d.get("n") or {}).items()},
+        )
+
+
+def decode_cohort_release(text: str) -> CohortRelease:
+    """An ``axis_releases.cohort`` column as its typed value."""
+    d = _json_object(text)
+    return CohortRelease(None) if d is None else CohortRelease.from_dict(d)
+
+
+def encode_cohort_release(cohort: CohortRelease) -> str:
+    """The ``axis_releases.cohort`` JSON of a cohort: what :func:`decode_cohort_release`
+    reads back."""
+    return to_json(cohort.to_dict())
 
 
 def encode_cell_state(state: Mapping[str, Any]) -> str:

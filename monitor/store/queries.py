@@ -21,13 +21,19 @@ import pandas as pd
 
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
+from monitor.core.coverage import AttributeCoverage
 from monitor.core.events import CellEvent
+from monitor.core.results import CellEvaluation
 from monitor.store.codec import (
     AxisResult,
+    CohortRelease,
     StoredCell,
     StoredModelState,
     decode_axis_result,
     decode_cell,
+    decode_cohort_release,
+    decode_coverage,
+    decode_evaluation,
     decode_model_state,
 )
 
@@ -345,16 +351,17 @@ def models_with_cells(c: duckdb.DuckDBPyConnection) -> list[str]:
     return [r[0] for r in rows]
 
 
-def latest_cells(c: duckdb.DuckDBPyConnection, model_id: str) -> list[dict[str, Any]]:
-    """A model's cells' released results (``CellEvaluation.to_dict``) as cell_state keeps
-    them: the one saved with the state (monitor.stream.publication), else the latest (a
-    file written before releases, or a fleet view's file, which keeps released ones only)."""
+def latest_cells(c: duckdb.DuckDBPyConnection, model_id: str) -> list[CellEvaluation]:
+    """A model's cells' released results as cell_state keeps them, typed
+    (monitor.store.codec): the one saved with the state (monitor.stream.publication), else
+    the latest (a file written before releases, or a fleet view's file, which keeps
+    released ones only)."""
     rows = c.execute(
         "SELECT coalesce(state->'$.released', latest) FROM cell_state "
         "WHERE model_id = ? AND latest IS NOT NULL",
         [model_id],
     ).fetchall()
-    return [json.loads(lt) for (lt,) in rows]
+    return [decode_evaluation(lt) for (lt,) in rows]
 
 
 def model_progress(c: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, int]]:
@@ -392,15 +399,16 @@ def evaluation_times(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], Any]
 RELEASED = "coalesce(CAST(result->>'$.released' AS BOOLEAN), true)"
 
 
-def latest_window_results(c: duckdb.DuckDBPyConnection) -> list[tuple[str, dict[str, Any]]]:
-    """(model, result) of each cell's latest released evaluation, in (model, metric,
-    attribute) order: what a fleet view shows and what a restart publishes again."""
+def latest_window_results(c: duckdb.DuckDBPyConnection) -> list[tuple[str, CellEvaluation]]:
+    """(model, result) of each cell's latest released evaluation, typed
+    (monitor.store.codec), in (model, metric, attribute) order: what a fleet view shows
+    and what a restart publishes again."""
     rows = c.execute(
         f"SELECT model_id, result FROM window_results WHERE {RELEASED} QUALIFY row_number() OVER "
         "(PARTITION BY model_id, metric, attribute ORDER BY evaluation DESC) = 1 "
         "ORDER BY model_id, metric, attribute"
     ).fetchall()
-    return [(m, json.loads(r)) for m, r in rows]
+    return [(m, decode_evaluation(r)) for m, r in rows]
 
 
 class HistoryRow(NamedTuple):
@@ -448,12 +456,20 @@ def cell_history(c: duckdb.DuckDBPyConnection, model_id: str) -> list[HistoryRow
     return [HistoryRow(*r) for r in c.execute(_HISTORY_SQL, [model_id]).fetchall()]
 
 
-def coverage_history(
-    c: duckdb.DuckDBPyConnection, model_id: str
-) -> list[tuple[str, int, int, dict[str, Any]]]:
-    """(attribute, evaluation, window size, outcome coverage) of a model's released
-    label-based cells, oldest first, one row per attribute and evaluation (every
-    label-based cell of an attribute carries the same figures; monitor.core.coverage)."""
+class CoverageRow(NamedTuple):
+    """The outcome coverage an attribute's label-based cells carried at one evaluation."""
+
+    attribute: str
+    evaluation: int
+    #: the evaluation's window size (0 when not stored)
+    window_n: int
+    coverage: AttributeCoverage
+
+
+def coverage_history(c: duckdb.DuckDBPyConnection, model_id: str) -> list[CoverageRow]:
+    """The outcome coverage of a model's released label-based cells, oldest first, one row
+    per attribute and evaluation (every label-based cell of an attribute carries the same
+    figures; monitor.core.coverage), typed (monitor.store.codec)."""
     rows = c.execute(
         "SELECT attribute, evaluation, max(CAST(result->>'$.window_n' AS BIGINT)), "
         "min(CAST(result->'$.outcome_coverage' AS VARCHAR)) FROM window_results "
@@ -462,7 +478,19 @@ def coverage_history(
         "GROUP BY attribute, evaluation ORDER BY evaluation, attribute",
         [model_id],
     ).fetchall()
-    return [(a, int(e), int(n or 0), json.loads(cov)) for a, e, n, cov in rows]
+    return [CoverageRow(a, int(e), int(n or 0), decode_coverage(cov)) for a, e, n, cov in rows]
+
+
+class WindowRow(NamedTuple):
+    """One stored evaluation of a cell: the row's own columns and its result, typed."""
+
+    evaluation: int
+    #: when it was evaluated, as DuckDB prints the stored time
+    evaluated_at: str
+    #: the stream position the window ended at
+    window_end_count: int | None
+    seed: int
+    result: CellEvaluation
 
 
 def window_history(
@@ -472,9 +500,10 @@ def window_history(
     attribute: str,
     limit: int = 100,
     before: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[WindowRow]:
     """A cell's latest released evaluations, newest first; ``before``: only older
-    evaluations than that one (the next page)."""
+    evaluations than that one (the next page). The API's shape of a row is made where it
+    is served (monitor.service.stored_views)."""
     older = "" if before is None else " AND evaluation < ?"
     rows = c.execute(
         "SELECT evaluation, evaluated_at, window_end_count, seed, result FROM window_results "
@@ -483,13 +512,7 @@ def window_history(
         [model_id, metric, attribute, *([] if before is None else [int(before)]), int(limit)],
     ).fetchall()
     return [
-        {
-            "evaluation": e,
-            "evaluated_at": str(t),
-            "window_end_count": n,
-            "seed": int(s),
-            **json.loads(r),
-        }
+        WindowRow(int(e), str(t), None if n is None else int(n), int(s), decode_evaluation(r))
         for e, t, n, s, r in rows
     ]
 
@@ -528,17 +551,6 @@ class StoredEvent:
     created_at: str
     decision_config: str | None
     event: CellEvent
-
-    def to_dict(self) -> dict[str, Any]:
-        """The row's fields, in the table's column order."""
-        e = self.event
-        return {
-            "id": self.id, "created_at": self.created_at, "kind": e.kind,
-            "model_id": e.model_id, "metric": e.metric, "attribute": e.attribute, "old": e.old,
-            "new": e.new, "confirmed": e.confirmed, "direction": e.direction,
-            "evaluation": e.evaluation, "axes": e.axes, "decision_config": self.decision_config,
-            "axes_before": e.axes_before,
-        }  # fmt: skip
 
 
 _EVENT_COLUMNS = (
@@ -612,10 +624,23 @@ def latest_axis_results(c: duckdb.DuckDBPyConnection, axis: str) -> Mapping[str,
     return {m: decode_axis_result(axis, p) for m, p in rows}
 
 
-def axis_releases(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, Any]]:
-    """(axis, model) -> the cohort its latest published result rests on."""
+def axis_releases(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], CohortRelease]:
+    """(axis, model) -> the cohort its latest published result rests on, typed
+    (monitor.store.codec)."""
     rows = c.execute("SELECT axis, model_id, cohort FROM axis_releases").fetchall()
-    return {(a, m): json.loads(x) for a, m, x in rows}
+    return {(a, m): decode_cohort_release(x) for a, m, x in rows}
+
+
+class AxisRow(NamedTuple):
+    """One stored result of a scheduled axis, its payload typed (monitor.store.codec)."""
+
+    axis: str
+    model_id: str
+    #: when it was computed, as DuckDB prints the stored time
+    computed_at: str
+    #: records of the cohort it was computed on (exact: the caller applies the rule)
+    cohort_n: int | None
+    result: AxisResult
 
 
 def axis_history(
@@ -624,10 +649,10 @@ def axis_history(
     model_id: str | None = None,
     limit: int = 100,
     offset: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[AxisRow]:
     """Stored results of one scheduled axis, newest first (all models when None).
 
-    Rows as stored: the caller applies the small-cell rule to ``cohort_n``.
+    Exact, as stored: the caller applies the small-cell rule to ``cohort_n``.
     """
     sql = (
         "SELECT axis, model_id, computed_at, cohort_n, payload FROM axis_results "
@@ -640,10 +665,9 @@ def axis_history(
     sql += " ORDER BY computed_at DESC, model_id LIMIT ? OFFSET ?"
     params += [int(limit), int(offset)]
     return [
-        {"axis": a, "model_id": m, "computed_at": str(t), "cohort_n": n,
-         "payload": json.loads(p)}
+        AxisRow(a, m, str(t), None if n is None else int(n), decode_axis_result(a, p))
         for a, m, t, n, p in c.execute(sql, params).fetchall()
-    ]  # fmt: skip
+    ]
 
 
 # --------------------------------------------------------------------------- jobs, outbox

@@ -35,14 +35,17 @@ from consumers.base import Origin
 from monitor.config import MonitorConfig, StartupError
 from monitor.core.jsonable import to_json
 from monitor.core.locks import named_lock
-from monitor.core.results import EvaluationRecord
+from monitor.core.results import CellEvaluation, EvaluationRecord
 from monitor.store import fleet, migrations, queries
 from monitor.store.codec import (
     AxisResult,
+    CohortRelease,
     ModelStateRow,
     StoredCell,
     StoredModelState,
     encode_cell_state,
+    encode_cohort_release,
+    encode_evaluation,
 )
 from monitor.store.key_index import KeyHashes, conflicting_rows
 from monitor.store.results_messages import (
@@ -583,7 +586,7 @@ class Store:
         return queries.cell_states(self._conn)
 
     @_serialised
-    def released_cells(self) -> list[tuple[str, dict[str, Any]]]:
+    def released_cells(self) -> list[tuple[str, CellEvaluation]]:
         """(model, result) of each cell's latest released evaluation."""
         return queries.latest_window_results(self._conn)
 
@@ -707,7 +710,7 @@ class Store:
         # interim (wall-clock) evaluations update the cells' latest result only
         history = [it for it in items if not it.interim]
         # each cell's JSON once: it is the window result and, for the latest, cell_state's
-        cell_json = {id(x): to_json(x.to_dict()) for it in items for x in it.cells}
+        cell_json = {id(x): encode_evaluation(x) for it in items for x in it.cells}
         wr = [
             (
                 it.model_id, it.evaluation, it.evaluated_at, it.window.kind,
@@ -819,16 +822,20 @@ class Store:
 
     @_serialised
     def write_axis_release(
-        self, axis: str, model_id: str, cohort: Any, cursor: duckdb.DuckDBPyConnection
+        self,
+        axis: str,
+        model_id: str,
+        cohort: CohortRelease,
+        cursor: duckdb.DuckDBPyConnection,
     ) -> None:
         """The cohort a newly published axis result rests on (queries.axis_releases)."""
         cursor.execute(
             "INSERT OR REPLACE INTO axis_releases VALUES (?, ?, ?::JSON)",
-            [axis, model_id, to_json(cohort)],
+            [axis, model_id, encode_cohort_release(cohort)],
         )
 
     @_serialised
-    def axis_releases(self) -> dict[tuple[str, str], dict[str, Any]]:
+    def axis_releases(self) -> dict[tuple[str, str], CohortRelease]:
         return queries.axis_releases(self._conn)
 
     def write_job_run(

@@ -47,6 +47,7 @@ from monitor.core.privacy import (
     rounded_rate,
 )
 from monitor.core.results import CellEvaluation
+from monitor.store.codec import CohortRelease
 
 
 @dataclass(frozen=True)
@@ -341,10 +342,10 @@ class ModelPublication:
 
 
 def cohort_release(
-    previous: Mapping[str, Any] | None,
+    previous: CohortRelease | None,
     seqs: np.ndarray,
     groups: Mapping[str, tuple[int, np.ndarray]],
-) -> tuple[bool, dict[str, Any]]:
+) -> tuple[bool, CohortRelease]:
     """Whether a scheduled job's result on a cohort may replace the one published before
     (a job is a release of its own: docs/privacy.md), and the cohort's release point.
 
@@ -363,13 +364,13 @@ def cohort_release(
     """
     last = int(seqs.max()) if len(seqs) else None
     sizes = {a: np.bincount(g, minlength=k) for a, (k, g) in groups.items()}
-    here = {"seq": last, "n": {a: n.tolist() for a, n in sizes.items()}}
+    here = CohortRelease(last, {a: tuple(n.tolist()) for a, n in sizes.items()})
     if previous is None:
         return True, here
-    prev_seq = previous.get("seq")
+    prev_seq = previous.seq
     kept_mask = np.zeros(len(seqs), bool) if prev_seq is None else seqs <= int(prev_seq)
     for a, (k, g) in groups.items():
-        then = np.asarray((previous.get("n") or {}).get(a, []), dtype=np.int64)
+        then = np.asarray(previous.sizes.get(a, ()), dtype=np.int64)
         if then.size != k:
             continue  # a changed configuration: nothing published to compare with
         kept = np.bincount(g[kept_mask], minlength=k)

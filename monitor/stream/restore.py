@@ -102,7 +102,7 @@ def _restore_publications(
     if any(m not in cells for m in restored):
         for model_id, result in store.released_cells():
             if model_id in restored and model_id not in cells:
-                fallback.setdefault(model_id, []).append(CellEvaluation.from_dict(result))
+                fallback.setdefault(model_id, []).append(result)
     for model_id, ms in restored.items():
         ms.publication.restore(
             saved.get(model_id),

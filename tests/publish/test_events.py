@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from monitor.core.events import CellEvent
-from monitor.publish.events import EVENT_FIGURES, published_events
+from monitor.publish.events import EVENT_FIGURES, event_row, published_events
 
 
 def test_an_event_keeps_its_verdicts_and_axes_but_not_the_windows_figures():
@@ -17,3 +17,17 @@ def test_an_event_keeps_its_verdicts_and_axes_but_not_the_windows_figures():
     assert (out.kind, out.old, out.new, out.evaluation) == ("verdict_flip", "pass", "fail", 7)
     assert event.axes["value"] == 0.71  # the input is not changed
     assert {"value", "sigma"} == EVENT_FIGURES
+
+
+def test_an_event_row_is_its_stored_fields_in_the_tables_column_order():
+    event = CellEvent("tier_change", "m", "DI", "race", "Pending", "Caution-Required", False,
+                      None, 3, {"vfr": 0.2}, {})  # fmt: skip
+    row = event_row(event, id=9, created_at="2026-11-02 00:00:00+00:00", decision_config="d1")
+    assert list(row) == [
+        "id", "created_at", "kind", "model_id", "metric", "attribute", "old", "new",
+        "confirmed", "direction", "evaluation", "axes", "decision_config", "axes_before",
+    ]  # fmt: skip
+    assert row["id"] == 9 and row["decision_config"] == "d1" and row["axes"] == {"vfr": 0.2}
+    assert (row["kind"], row["old"], row["new"], row["evaluation"]) == (
+        "tier_change", "Pending", "Caution-Required", 3
+    )

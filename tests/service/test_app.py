@@ -268,7 +268,7 @@ def test_a_start_up_run_on_a_few_records_does_not_stand_in_for_the_first_run(tmp
 
         def rests_on(axis: str) -> int:
             rows = queries.axis_history(s.store.cursor(), axis, "model-00", limit=1)
-            return int(rows[0]["cohort_n"]) if rows else 0
+            return int(rows[0].cohort_n or 0) if rows else 0
 
         assert 0 < rests_on("axis2") < 1000 and 0 < rests_on("axis3") < 1000
         feed_service(s, 1500, seed=2, start=40)  # past axes_first_run_records (1,000)

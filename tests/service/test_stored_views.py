@@ -4,7 +4,8 @@ One service run (module fixture): the 61-record cohort of five hospitals (folds 
 15, 8, 4 and 1 records, 2 records without a hospital id, a race group of 4) fed through
 the pipeline, the Axis 3 and EquiLense jobs run, the answers fetched over HTTP from the
 real server. The reader then does the arithmetic of tests/support/complements.py:
-totals minus shown parts, and the n-weighted DPD identity.
+totals minus shown parts, and the n-weighted DPD identity. Then the rows the routes make
+of the store's typed reads (windows, axes, events).
 """
 
 from __future__ import annotations
@@ -15,17 +16,25 @@ import math
 import pandas as pd
 import pytest
 
+from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from consumers.base import Origin
 from monitor.config import config_from_mapping
+from monitor.core.events import CellEvent
+from monitor.core.jsonable import to_json
+from monitor.publish.axes import published_axis
+from monitor.publish.events import event_row
 from monitor.service.app import MonitorService
+from monitor.service.stored_views import axis_row, stored_event_row, window_row
 from monitor.store import queries
+from monitor.store.codec import encode_evaluation
 from tests.support.complements import (
     dpd_recovered,
     exact_counts_in,
     five_hospital_cohort,
     small_recovered,
 )
+from tests.support.exporter_state import make_cell
 from tests.support.servers import get_json
 
 CFG = config_from_mapping(
@@ -80,10 +89,10 @@ def test_axis3_folds_and_exclusions_name_no_small_count(service):
     # kappa is computed from verdicts: published exact, as stored
     cursor = service.store.cursor()
     try:
-        stored = queries.axis_history(cursor, "axis3", "m", 1, 0)[0]["payload"]
+        kept = queries.axis_history(cursor, "axis3", "m", 1, 0)[0].result
     finally:
         cursor.close()
-    kept = Axis3Result.from_dict(stored)
+    assert isinstance(kept, Axis3Result)
     # (a kappa that is not evaluable is stored NaN and published null)
     want = [None if m.kappa is None or math.isnan(m.kappa) else m.kappa for m in kept.metrics]
     assert [m["kappa"] for m in p["metrics"]] == want
@@ -103,3 +112,33 @@ def test_equilense_groups_defeat_complements_and_the_dpd_identity(service):
         "sizes": {a: {} for a in recovered["sizes"]},
         "dpd": {a: {} for a in recovered["dpd"]},
     }
+
+
+def test_a_window_row_is_its_columns_then_its_stored_result():
+    """The windows route's row: the stored row's columns, then the result's stored form
+    (whose evaluation and evaluation time are the ones shown), as before the store decoded
+    it."""
+    cell = make_cell("m", "DI", "race")
+    row = queries.WindowRow(1, "2026-11-02 00:00:00+00:00", 400, 7, cell)
+    stored = json.loads(encode_evaluation(cell))
+    want = {"evaluation": 1, "evaluated_at": "2026-11-02 00:00:00+00:00",
+            "window_end_count": 400, "seed": 7, **stored}  # fmt: skip
+    got = window_row(row)
+    assert list(got) == list(want) and to_json(got) == to_json(want)
+
+
+def test_an_axis_row_withholds_a_small_cohorts_payload():
+    cells = (Axis2Cell("m", "DI", "race", 8, 4.0, True, False, ()),)
+    small = axis_row(queries.AxisRow("axis2", "m", "2026-11-02 00:00:00+00:00", 8, cells))
+    assert small == {"axis": "axis2", "model_id": "m", "computed_at": "2026-11-02 00:00:00+00:00",
+                     "cohort_n": "<11", "payload": None}  # fmt: skip
+    big = axis_row(queries.AxisRow("axis2", "m", "t", 403, cells))
+    assert big["cohort_n"] == 405 and big["payload"] == published_axis(cells)
+
+
+def test_an_event_row_is_the_stored_events_fields():
+    event = CellEvent("verdict_flip", "m", "DI", "race", "pass", "fail", True, "pass_to_fail",
+                      4, {"vfr": 0.2}, {})  # fmt: skip
+    row = stored_event_row(queries.StoredEvent(3, "2026-11-02 00:00:00+00:00", None, event))
+    assert row == event_row(event, id=3, created_at="2026-11-02 00:00:00+00:00",
+                            decision_config=None)  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -20,19 +21,26 @@ from batch_axes.equilense import EquiLenseResult
 from batch_axes.runner import run_axis2, run_axis3, run_equilense
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
+from monitor.core.coverage import AttributeCoverage, PublishedCoverage
 from monitor.core.events import CellTracker
 from monitor.core.jsonable import to_json
 from monitor.core.tables import tables_from_frame
 from monitor.core.tiers import Tier
 from monitor.store import Store, queries
 from monitor.store.codec import (
+    CohortRelease,
     ModelStateRow,
     StoredModelState,
     axis_payload,
     axis_result,
     decode_cell,
+    decode_cohort_release,
+    decode_coverage,
+    decode_evaluation,
     decode_model_state,
     encode_cell_state,
+    encode_cohort_release,
+    encode_evaluation,
     encode_releases,
 )
 from tests.support.exporter_state import make_cell
@@ -235,3 +243,74 @@ def test_latest_axis_results_read_back_typed(cohort, store):
     assert queries.latest_axis_results(store.cursor(), "axis2") == {}
     with pytest.raises(ValueError, match="unknown scheduled axis 'axis9'"):
         axis_result("axis9", [])
+
+
+COVERAGE = AttributeCoverage(
+    (PublishedCoverage("1", 0.91, 2.5), PublishedCoverage("2", None, None)), 0.3, 0.1,
+    "outcomes incomplete",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        make_cell("m", "DI", "race"),
+        make_cell("m", "EOPP", "race", outcome_coverage=COVERAGE, n_star=math.inf),
+        make_cell("m", "DI", "race", value=math.nan, vfr=math.nan,
+                  not_evaluable="fewer than two race groups"),
+    ],
+)  # fmt: skip
+def test_a_cell_evaluation_round_trips(cell):
+    """typed -> stored JSON -> typed: equal (NaN compared as stored JSON), and stored again
+    the same text, so what the API serves from it is what was stored."""
+    text = encode_evaluation(cell)
+    back = decode_evaluation(text)
+    assert encode_evaluation(back) == text
+    if cell.result.evaluable:  # NaN is not equal to itself: compared as JSON above
+        # the reason the coverage gives is stored as the tier's (``tier_reason``)
+        reason = cell.tier.reason or cell.coverage_reason
+        assert back == replace(cell, tier=replace(cell.tier, reason=reason))
+    assert back.outcome_coverage == cell.outcome_coverage
+
+
+def test_a_cell_evaluation_as_an_earlier_version_stored_it():
+    """A row without the fields added since (not applicable axes, outcome coverage,
+    certified verdict): their defaults; an empty column is an error."""
+    d = make_cell("m", "DI", "race", partial=True).to_dict()
+    for k in ("not_applicable_axes", "outcome_coverage", "certified", "predictions"):
+        del d[k]
+    back = decode_evaluation(json.dumps(d))
+    assert back.tier.not_applicable_axes == ("axis3",) and back.outcome_coverage is None
+    assert back.certified is None and back.predictions is None
+    with pytest.raises(ValueError, match="empty"):
+        decode_evaluation("null")
+
+
+def test_an_outcome_coverage_round_trips():
+    text = to_json(COVERAGE.to_dict())
+    assert decode_coverage(text) == COVERAGE
+    with pytest.raises(ValueError, match="empty"):
+        decode_coverage("")
+
+
+def test_a_cohort_release_round_trips():
+    """typed -> stored JSON -> typed, the stored shape ``{"seq", "n"}`` as before; an empty
+    cohort (no sequence number) too."""
+    cohort = CohortRelease(41, {"race": (30, 0, 11), "sex": (20, 21)})
+    text = encode_cohort_release(cohort)
+    assert json.loads(text) == {"seq": 41, "n": {"race": [30, 0, 11], "sex": [20, 21]}}
+    assert decode_cohort_release(text) == cohort and cohort.records == 41
+    empty = CohortRelease(None)
+    assert decode_cohort_release(encode_cohort_release(empty)) == empty
+    assert empty.records == 0
+
+
+def test_cohort_releases_read_back_what_the_writer_wrote(store):
+    cohort = CohortRelease(7, {"race": (4, 3)})
+    cursor = store.cursor()
+    try:
+        store.write_axis_release("equilense", "model-00", cohort, cursor)
+        assert queries.axis_releases(cursor) == {("equilense", "model-00"): cohort}
+    finally:
+        cursor.close()
+    assert store.axis_releases() == {("equilense", "model-00"): cohort}

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
 from batch_axes.axis2 import Axis2Cell
 from consumers.base import Origin
 from monitor.config import config_from_mapping
+from monitor.core.coverage import AttributeCoverage, PublishedCoverage
 from monitor.core.events import CellEvent
 from monitor.store import Store, queries
+from monitor.store.codec import encode_evaluation
 from monitor.store.results_messages import event_message, parse_message
 from monitor.stream.pipeline import Pipeline
+from tests.support.exporter_state import make_cell
 from tests.support.pipeline_runs import scored_payloads
 
 CFG = config_from_mapping(
@@ -91,7 +96,13 @@ def test_state_reads(c, store):
     assert len(cells) == 2 * len(CFG.metrics) * len(CFG.attributes)
     assert queries.models_with_cells(c) == ["model-00", "model-01"]
     latest = queries.latest_cells(c, "model-00")
-    assert {r["metric"] for r in latest} == {m.name for m in CFG.metrics}
+    assert {r.result.metric for r in latest} == {m.name for m in CFG.metrics}
+    assert {r.result.model_id for r in latest} == {"model-00"}
+    # each cell's released evaluation: the one saved with its state
+    released = {
+        (s.model_id, s.metric, s.attribute): s.released for s in cells if s.model_id == "model-00"
+    }
+    assert {r.key: r for r in latest} == released
 
 
 def test_window_result_reads(c):
@@ -109,15 +120,18 @@ def test_window_result_reads(c):
             f"WHERE {queries.RELEASED} GROUP BY ALL"
         ).fetchall()
     }
-    assert {(m, r["metric"], r["attribute"]): r["evaluation"] for m, r in latest} == released
+    assert {r.key: r.evaluation for _, r in latest} == released
+    assert all(m == r.result.model_id for m, r in latest)
     assert set(released.values()) == {1, 2}  # both kinds occur in this file
     history = queries.cell_history(c, "model-00")
     assert [h.evaluation for h in history][:1] == [1] and history[-1].evaluation == 2
     first = next(h for h in history if released[("model-00", h.metric, h.attribute)] == 2)
     page = queries.window_history(c, "model-00", first.metric, first.attribute, limit=1)
-    assert [r["evaluation"] for r in page] == [2]
+    assert [(r.evaluation, r.result.evaluation) for r in page] == [(2, 2)]
+    assert page[0].result.key == ("model-00", first.metric, first.attribute)
+    assert page[0].window_end_count == 400 and isinstance(page[0].seed, int)
     older = queries.window_history(c, "model-00", first.metric, first.attribute, before=2)
-    assert [r["evaluation"] for r in older] == [1]
+    assert [r.evaluation for r in older] == [1]
     sizes = queries.evaluation_window_sizes(c, [("model-00", 1), ("model-00", 9)])
     assert sizes == {("model-00", 1): 200}
 
@@ -126,7 +140,6 @@ def test_event_reads_are_typed(c):
     newest = queries.events_since(c, limit=1)
     assert [s.event for s in newest] == [EVENTS[1]] and newest[0].decision_config == "d1"
     assert [s.event for s in queries.events_since(c, since_id=newest[0].id - 1)] == [EVENTS[1]]
-    assert list(newest[0].to_dict())[:3] == ["id", "created_at", "kind"]
     everything = queries.events_since(c, limit=10_000)
     assert [s.event for s in queries.model_events(c, "model-00")][-2:] == EVENTS
     assert {s.id for m in ("model-00", "model-01") for s in queries.model_events(c, m)} == {
@@ -140,7 +153,9 @@ def test_event_reads_are_typed(c):
 def test_axis_job_and_outbox_reads(c):
     assert queries.latest_axis_results(c, "axis2") == {"model-00": (AXIS2,)}
     rows = queries.axis_history(c, "axis2", "model-00")
-    assert [(r["model_id"], r["cohort_n"]) for r in rows] == [("model-00", 400)]
+    assert [(r.axis, r.model_id, r.cohort_n, r.result) for r in rows] == [
+        ("axis2", "model-00", 400, (AXIS2,))
+    ]
     assert queries.axis_history(c, "axis3") == []
     (run,) = queries.job_runs(c)
     assert (run.job, run.success, run.failed, run.last_state) == ("axis2", 1, 0, "success")
@@ -166,3 +181,36 @@ def test_feature_matrix_reads_what_a_json_loads_per_record_read():
         + [[_np.nan, _np.nan], [_np.nan, _np.nan], [_np.nan, 2.0], [_np.nan, _np.nan]]
     )
     assert got.shape == (54, 2) and _np.array_equal(got, want, equal_nan=True)
+
+
+
+def test_coverage_history_is_typed(tmp_path):
+    """One typed row per attribute and evaluation of the released label-based cells'
+    outcome coverage, oldest first; a label-free cell (no coverage) and an evaluation
+    not released are not read."""
+    cov = AttributeCoverage((PublishedCoverage("1", 0.9, 2.0), PublishedCoverage("2", 0.6, None)),
+                            0.33, 0.1, "outcomes incomplete")  # fmt: skip
+    s = Store(tmp_path / "cov.duckdb", CFG)
+    try:
+        rows = []
+        for ev, metric, coverage, released in (
+            (1, "EOPP", cov, True), (1, "DI", None, True), (2, "EOPP", cov, False),
+            (3, "EOPP", replace(cov, gap=0.05, reason=""), True),
+        ):  # fmt: skip
+            cell = replace(make_cell("model-00", metric, "race", outcome_coverage=coverage),
+                           evaluation=ev, released=released)  # fmt: skip
+            rows.append(["model-00", ev, AT, "count", 0, 0, 200 * ev, 7, metric, "race",
+                         encode_evaluation(cell)])  # fmt: skip
+        s._conn.executemany(
+            "INSERT INTO window_results (model_id, evaluation, evaluated_at, window_kind, "
+            "window_first_seq, window_last_seq, window_end_count, seed, metric, attribute, "
+            "result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::JSON)",
+            rows,
+        )
+        got = queries.coverage_history(s.cursor(), "model-00")
+    finally:
+        s.close()
+    assert got == [
+        queries.CoverageRow("race", 1, 5000, cov),
+        queries.CoverageRow("race", 3, 5000, replace(cov, gap=0.05, reason="")),
+    ]
