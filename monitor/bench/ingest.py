@@ -49,7 +49,7 @@ from consumers.kafka_tools import (
 from monitor.bench.synthetic import synthetic_window, with_bench_models
 from monitor.config import MonitorConfig, StartupError, config_from_mapping
 from monitor.config.sources import KafkaConfig
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.stream import eval_worker
 from monitor.stream.pipeline import Pipeline
 
@@ -238,7 +238,7 @@ def run_ingest_bench(
         source.close()
         stats = sink.pipeline.stats
         n_evaluations = int(
-            store.counts()["window_results"] / (len(cfg.metrics) * len(cfg.attributes))
+            store.read(queries.counts)["window_results"] / (len(cfg.metrics) * len(cfg.attributes))
         )
         store.close()
     samples.append((n, _rss_mb()))

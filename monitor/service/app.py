@@ -163,9 +163,9 @@ class MonitorService:
         self._old_events_seen = {v.model_id: v.old_events for v in self.pipeline.model_views()}
         # and keeps each model's last evaluation time (VFRMonitorStale reads it): a model
         # restored from the file with no new records must still look stale when it is
-        self._last_evaluation = self.store.last_evaluation_times()
+        self._last_evaluation = self.store.read(queries.last_evaluation_times)
         #: (axis, model) -> the cohort its latest published result rests on
-        self._axis_releases = self.store.axis_releases()
+        self._axis_releases = self.store.read(queries.axis_releases)
         #: models whose first run of the slow axes was asked for (_first_axes_runs)
         self._first_runs_asked: set[str] = set()
 

@@ -321,6 +321,25 @@ def source_offsets(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], int]:
     return {(t, int(p)): int(n) for t, p, n in rows.fetchall()}
 
 
+def held_count(c: duckdb.DuckDBPyConnection) -> int:
+    """How many outcomes are held (waiting for their prediction)."""
+    # fetchall, not fetchone: inside the writer's transaction an unfinished result keeps
+    # the connection busy for the batch's next statement
+    return int(c.execute("SELECT count(*) FROM held_outcomes").fetchall()[0][0])
+
+
+def model_clocks(c: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Each model's event-time clock (ns): the latest scoring time or outcome time of
+    its stored records and held outcomes (the clock of :mod:`monitor.stream.join`)."""
+    rows = c.execute(
+        "SELECT model_id, max(t) FROM (SELECT model_id, epoch_ns(greatest(max(event_time), "
+        "coalesce(max(outcome_time), max(event_time)))) AS t FROM discharges GROUP BY "
+        "model_id UNION ALL SELECT model_id, epoch_ns(max(known_at)) FROM held_outcomes "
+        "GROUP BY model_id) GROUP BY model_id"
+    ).fetchall()
+    return {str(m): int(t) for m, t in rows}
+
+
 def model_partitions(c: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, int]]:
     """model_id -> the (topic, partition) its records come from."""
     rows = c.execute("SELECT model_id, topic, partition FROM model_partitions")

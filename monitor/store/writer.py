@@ -19,30 +19,25 @@ import hmac
 import math
 import os
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from batch_axes.axis2 import Axis2Cell
-from batch_axes.axis3 import Axis3Result
 from consumers.base import Origin
 from monitor.config import MonitorConfig, StartupError
 from monitor.core.jsonable import to_json
 from monitor.core.locks import named_lock
-from monitor.core.results import CellEvaluation, EvaluationRecord
+from monitor.core.results import EvaluationRecord
 from monitor.store import fleet, migrations, queries
 from monitor.store.codec import (
-    AxisResult,
     CohortRelease,
     ModelStateRow,
-    StoredCell,
-    StoredModelState,
     encode_cell_state,
     encode_cohort_release,
     encode_evaluation,
@@ -106,6 +101,8 @@ def _connect_private(path: Path) -> duckdb.DuckDBPyConnection:
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def _serialised(method: _F) -> _F:
@@ -426,11 +423,6 @@ class Store:
         return dict(self._last_pos)
 
     @_serialised
-    def held_count(self) -> int:
-        """How many outcomes are held."""
-        return int(self._conn.execute("SELECT count(*) FROM held_outcomes").fetchall()[0][0])
-
-    @_serialised
     def hold_outcomes(self, rows: Sequence[tuple], received_at: pd.Timestamp) -> None:
         """Outcomes without a stored prediction: (model_id, record_id, label, known_at,
         topic, partition, offset, payload), inside the caller's transaction."""
@@ -450,18 +442,6 @@ class Store:
             self._conn.executemany(
                 "DELETE FROM held_outcomes WHERE model_id = ? AND record_id = ?", list(keys)
             )
-
-    @_serialised
-    def model_clocks(self) -> dict[str, int]:
-        """Each model's event-time clock (ns): the latest scoring time or outcome time of
-        its stored records and held outcomes (the clock of :mod:`monitor.stream.join`)."""
-        rows = self._conn.execute(
-            "SELECT model_id, max(t) FROM (SELECT model_id, epoch_ns(greatest(max(event_time), "
-            "coalesce(max(outcome_time), max(event_time)))) AS t FROM discharges GROUP BY "
-            "model_id UNION ALL SELECT model_id, epoch_ns(max(known_at)) FROM held_outcomes "
-            "GROUP BY model_id) GROUP BY model_id"
-        ).fetchall()
-        return {str(m): int(t) for m, t in rows}
 
     def rows_table_from_frame(self, valid: pd.DataFrame) -> pa.Table:
         """The batch's valid rows as an Arrow table (DuckDB scans its columns as they are,
@@ -548,10 +528,21 @@ class Store:
         self._next_dead += len(frame)
         return {str(k): int(v) for k, v in frame["reason"].value_counts(sort=False).items()}
 
-
     # ------------------------------------------------------------------ reads of the writer
-    # Reads that run on the writer's own connection (its start-up restore, a window read
-    # inside its transaction); other threads call monitor.store.queries with a cursor.
+    # The writer writes; every read is a monitor.store.queries function. Reads that must
+    # run on the writer's own connection (its start-up restore, a read inside its
+    # transaction) go through :meth:`read`; other threads call queries with a cursor.
+    @_serialised
+    def read(
+        self,
+        query: Callable[Concatenate[duckdb.DuckDBPyConnection, _P], _R],
+        *args: _P.args,
+        **kwargs: _P.kwargs,
+    ) -> _R:
+        """``query(connection, *args, **kwargs)`` on the writer's connection, under its
+        lock: ``store.read(queries.model_states)``."""
+        return query(self._conn, *args, **kwargs)
+
     @_serialised
     def window_records(
         self,
@@ -572,55 +563,6 @@ class Store:
         """:func:`queries.block_records` of this file's attributes: the records of a
         model's certified block, stream positions (``after``, ``upto``]."""
         return queries.block_records(self._conn, self.attributes, model_id, after, upto)
-
-    @_serialised
-    def model_partitions(self) -> dict[str, tuple[str, int]]:
-        return queries.model_partitions(self._conn)
-
-    @_serialised
-    def model_states(self) -> dict[str, StoredModelState]:
-        return queries.model_states(self._conn)
-
-    @_serialised
-    def cell_states(self) -> list[StoredCell]:
-        return queries.cell_states(self._conn)
-
-    @_serialised
-    def released_cells(self) -> list[tuple[str, CellEvaluation]]:
-        """(model, result) of each cell's latest released evaluation."""
-        return queries.latest_window_results(self._conn)
-
-    @_serialised
-    def source_offsets(self) -> dict[tuple[str, int], int]:
-        """(topic, partition) -> the offset after the last message stored from it."""
-        return queries.source_offsets(self._conn)
-
-    @_serialised
-    def last_evaluation_times(self) -> dict[str, float]:
-        return queries.last_evaluation_times(self._conn)
-
-    @overload
-    def latest_axis_results(
-        self, axis: Literal["axis2"], cursor: duckdb.DuckDBPyConnection | None = None
-    ) -> Mapping[str, tuple[Axis2Cell, ...]]: ...
-    @overload
-    def latest_axis_results(
-        self, axis: Literal["axis3"], cursor: duckdb.DuckDBPyConnection | None = None
-    ) -> Mapping[str, Axis3Result]: ...
-    @overload
-    def latest_axis_results(
-        self, axis: str, cursor: duckdb.DuckDBPyConnection | None = None
-    ) -> Mapping[str, AxisResult]: ...
-    @_serialised
-    def latest_axis_results(
-        self, axis: str, cursor: duckdb.DuckDBPyConnection | None = None
-    ) -> Mapping[str, AxisResult]:
-        return queries.latest_axis_results(cursor or self._conn, axis)
-
-    @_serialised
-    def counts(self) -> dict[str, int]:
-        """Rows per table (:func:`queries.counts`)."""
-        return queries.counts(self._conn)
 
     @_serialised
     def memory_mb(self) -> float:
@@ -833,10 +775,6 @@ class Store:
             "INSERT OR REPLACE INTO axis_releases VALUES (?, ?, ?::JSON)",
             [axis, model_id, encode_cohort_release(cohort)],
         )
-
-    @_serialised
-    def axis_releases(self) -> dict[tuple[str, str], CohortRelease]:
-        return queries.axis_releases(self._conn)
 
     def write_job_run(
         self,

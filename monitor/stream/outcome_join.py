@@ -19,7 +19,7 @@ import pandas as pd
 
 from consumers.base import Origin
 from monitor.config import MonitorConfig
-from monitor.store import DeadLetter, Store
+from monitor.store import DeadLetter, Store, queries
 from monitor.stream.join import (
     NS_PER_DAY,
     HeldOutcome,
@@ -89,7 +89,7 @@ def join_batch(
     time). Returns the joins and the dead letters to write."""
     report = JoinReport()
     dead: list[DeadLetter] = []
-    held_n = store.held_count()
+    held_n = store.read(queries.held_count)
     if not len(outcomes) and not held_n:
         _advance_clocks(new, clocks)
         return report, dead

@@ -38,7 +38,7 @@ from consumers.base import Origin
 from monitor.config import MonitorConfig
 from monitor.core.locks import named_lock
 from monitor.core.results import CellEvaluation, EvaluationRecord
-from monitor.store import DeadLetter, Store
+from monitor.store import DeadLetter, Store, queries
 from monitor.stream.apply_evaluation import apply_evaluation
 from monitor.stream.axis_cache import AxisCache
 from monitor.stream.batch_report import BatchReport
@@ -111,19 +111,19 @@ class Pipeline:
         def wanted(model_id: str) -> bool:
             return model_id in models if models is not None else model_id not in dropped
 
-        self._ownership.load(self.store.model_partitions(), models)
+        self._ownership.load(self.store.read(queries.model_partitions), models)
         #: each model's event-time clock (latest scoring time): holds of early outcomes
-        self._clocks = self.store.model_clocks()
+        self._clocks = self.store.read(queries.model_clocks)
         restored = restore_models(self.store, self.config, wanted)
         self._models.update(restored)
-        for model_id, cells in self.store.latest_axis_results("axis2").items():
+        for model_id, cells in self.store.read(queries.latest_axis_results, "axis2").items():
             if wanted(model_id):
                 self.axes.set_axis2(model_id, cells)
-        for model_id, result in self.store.latest_axis_results("axis3").items():
+        for model_id, result in self.store.read(queries.latest_axis_results, "axis3").items():
             if wanted(model_id):
                 self.axes.set_axis3(model_id, result)
         self._recover_missing_evaluations(restored)
-        last = self.store.last_evaluation_times()
+        last = self.store.read(queries.last_evaluation_times)
         for model_id, ms in restored.items():
             ms.resume(last.get(model_id, 0.0))
 
@@ -388,7 +388,7 @@ class Pipeline:
         """Per (topic, partition), the offset after the last message this store holds (the
         :class:`~consumers.base.HistorySink` call a Kafka source rebuilds from)."""
         with self.lock:
-            return self.store.source_offsets()
+            return self.store.read(queries.source_offsets)
 
     def _ensure_loaded(self) -> None:
         """Finish a reload that failed part-way (e.g. out of memory while restoring), so no

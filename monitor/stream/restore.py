@@ -25,7 +25,7 @@ import pandas as pd
 
 from monitor.config import MonitorConfig
 from monitor.core.results import CellEvaluation
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.stream.model_state import ModelState
 from monitor.stream.publication import WindowCounts
 from monitor.stream.window import ModelWindow, RecordBatch
@@ -62,7 +62,7 @@ def restore_models(
     restored: dict[str, ModelState] = {}
     saved_releases: dict[str, Mapping[str, Any] | None] = {}
     saved_cells: dict[str, list[CellEvaluation]] = {}
-    for model_id, st in store.model_states().items():
+    for model_id, st in store.read(queries.model_states).items():
         if not wanted(model_id):
             continue
         w = rebuilt_window(store, config, model_id, None, st.records)
@@ -75,7 +75,7 @@ def restore_models(
         else:  # a file written before certified verdicts: from the position evaluated
             held.certified.start_at(held.evaluated or 0)
         saved_releases[model_id] = st.releases
-    for cell in store.cell_states():
+    for cell in store.read(queries.cell_states):
         ms = restored.get(cell.model_id)
         if ms is None:  # cell states are written with their model's state: not wanted
             continue
@@ -100,7 +100,7 @@ def _restore_publications(
     run would (ModelPublication.restore)."""
     fallback: dict[str, list[CellEvaluation]] = {}
     if any(m not in cells for m in restored):
-        for model_id, result in store.released_cells():
+        for model_id, result in store.read(queries.latest_window_results):
             if model_id in restored and model_id not in cells:
                 fallback.setdefault(model_id, []).append(result)
     for model_id, ms in restored.items():

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from consumers.base import Origin
 from monitor.config import MonitorConfig
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.stream.intake import CheckedBatch
 from monitor.stream.outcome_join import Joins, NewPrediction, join_batch
 from monitor.stream.window import ModelWindow, RecordBatch
@@ -84,7 +84,7 @@ def join_outcomes(
         outcomes = _NO_OUTCOMES
     if not len(outcomes) and not len(new):
         return BatchJoins()
-    if not len(outcomes) and not store.held_count():
+    if not len(outcomes) and not store.read(queries.held_count):
         # the usual batch of scored discharges: only the models' clocks move
         advance_clocks(clocks, rows["model_id"], new.event_time)
         return BatchJoins()

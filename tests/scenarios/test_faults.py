@@ -133,9 +133,9 @@ def test_a_restart_does_not_evaluate_an_unchanged_window_again(tmp_path):
         clock.t += 11
         assert pipe.tick() == 0
         assert {c.key: c.result for c in pipe.latest_cells()} == latest
-    assert store.model_states()["model-00"].evaluated_records == 470
+    assert store.read(queries.model_states)["model-00"].evaluated_records == 470
     # the interim evaluation is the cells' latest, not a numbered one
-    assert store.counts()["window_results"] == 4 * 28
+    assert store.read(queries.counts)["window_results"] == 4 * 28
     assert pipe.model_view("model-00").evaluations == 4
     # a record more: the next tick evaluates the changed window, once
     more = [p for p in _payloads(480, models=1) if b'"r470"' in p]
@@ -177,7 +177,7 @@ def test_a_hop_recomputed_after_retention_sees_the_window_it_would_have_seen(tmp
     pipe.flush()
     _ingest(pipe, payloads, 550, 650)
     # killed while the worker computed the hop at 600: records stored, evaluation not
-    assert store.model_states()["model-00"].evaluated_records == 500
+    assert store.read(queries.model_states)["model-00"].evaluated_records == 500
     deleted = store.apply_retention(pd.Timestamp("2026-11-02", tz="UTC"), 365.0, 3650.0)
     assert deleted["discharges"] == 200  # positions 1-200, outside the window at 600
     store.close()
@@ -346,8 +346,8 @@ def test_a_redelivered_poison_message_is_dead_lettered_once(tmp_path):
     pipe.ingest_batch(batch, origins)
     pipe.ingest_batch(batch, origins)
     pipe.ingest_batch([b"{not json"], [Origin("t", 2, 40)])  # another message, same bytes
-    assert store.counts()["dead_letters"] == 3
-    assert store.counts()["discharges"] == 2
+    assert store.read(queries.counts)["dead_letters"] == 3
+    assert store.read(queries.counts)["discharges"] == 2
 
 
 def test_a_locked_duckdb_file_stops_start_up_with_a_clear_error(tmp_path):

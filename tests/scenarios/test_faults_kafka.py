@@ -24,7 +24,7 @@ from monitor.bench.synthetic import synthetic_window
 from monitor.config import load_config
 from monitor.core.jsonable import to_json
 from monitor.service.app import MonitorService
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.store.codec import axis_payload
 from tests.support.outcome_streams import prediction_and_outcome
 from tests.support.service_process import (
@@ -115,7 +115,7 @@ def _final_axes(cfg_path: Path, db: Path) -> dict:
         # compared as stored (strict JSON: a NaN is stored as null, and null equals null)
         axes = {
             axis: {m: json.loads(to_json(axis_payload(r)))
-                   for m, r in svc.store.latest_axis_results(axis).items()}
+                   for m, r in svc.store.read(queries.latest_axis_results, axis).items()}
             for axis in ("axis2", "axis3")
         }  # fmt: skip
         results = window_results(svc.store)
@@ -189,7 +189,7 @@ def _check_equal_to_uninterrupted(tmp_path: Path, run: dict) -> None:
     got = Store(run["db"], cfg)
     n = len(run["records"])
     # every record exactly once, every dead letter exactly once
-    assert got.counts()["discharges"] == n
+    assert got.read(queries.counts)["discharges"] == n
     assert scalar(got, "SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == n
     reasons = sorted(
         r for (r,) in got.cursor().execute("SELECT reason FROM dead_letters").fetchall()
@@ -325,7 +325,7 @@ def test_broker_outage_not_ready_then_resumes_with_nothing_lost(own_kafka_broker
         svc.proc.terminate()
         svc.wait(timeout=60)
     got = Store(db, load_config(cfg))
-    assert got.counts()["discharges"] == 1200
+    assert got.read(queries.counts)["discharges"] == 1200
     assert scalar(got, "SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == 1200
     ref = reference_run(load_config(cfg), tmp_path / "ref.duckdb", records, batch=100)
     pd.testing.assert_frame_equal(
@@ -412,7 +412,7 @@ def test_sink_failures_make_readyz_fail_and_nothing_is_committed_unstored(
     assert "sink failed on a batch" in out  # retried, with backoff, logged by type only
     got = Store(db, load_config(cfg))
     assert scalar(got, "SELECT count(DISTINCT (model_id, record_id)) FROM discharges") == 1200
-    assert got.counts()["discharges"] == 1200
+    assert got.read(queries.counts)["discharges"] == 1200
     # no partial window: every position's evaluation complete and equal to the reference
     ref = reference_run(load_config(cfg), tmp_path / "ref.duckdb", records, batch=100)
     pd.testing.assert_frame_equal(
@@ -523,7 +523,7 @@ def test_hostile_input_through_the_broker_is_stored_or_dead_lettered_once(kafka_
         handed = source.run(stop, max_messages=len(messages))
     pipe.flush()
     assert handed == len(messages)
-    counts = store.counts()
+    counts = store.read(queries.counts)
     keys = scalar(store, "SELECT count(DISTINCT (model_id, record_id)) FROM discharges")
     # every message stored (once), a duplicate of a stored key (a damaged record_id such
     # as "" repeats), or dead-lettered (once, with a reason): the counters add up
@@ -592,7 +592,7 @@ def test_sigkill_between_predictions_and_outcomes_joins_every_record_once(
     want = {(r["model_id"], r["record_id"]): r["label"] for r in records}
     assert {(m, r): y for m, r, y, _ in rows} == want  # every label, once, the right one
     assert rows == ref.cursor().execute(q).fetchall()  # and counted from the same positions
-    assert got.counts()["dead_letters"] == 0 and got.held_count() == 0
+    assert got.read(queries.counts)["dead_letters"] == 0 and got.read(queries.held_count) == 0
     joined_n = scalar(got, "SELECT count(*) FROM discharges WHERE label IS NOT NULL")
     print("kill test counts:", {"records": n, "joined": joined_n, "dead_letters": 0})
     pd.testing.assert_frame_equal(

@@ -29,7 +29,7 @@ from monitor.config import load_config
 from monitor.core.jsonable import to_json
 from monitor.core.tiers import cell_tier
 from monitor.service.app import MonitorService
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.store.codec import axis_payload
 from monitor.stream.axis_cache import AxisCache
 from tests.support.service_process import (
@@ -120,7 +120,8 @@ def _final_tiers(results: pd.DataFrame, axes: AxisCache, cfg) -> dict:
 
 
 def _axes_of(store: Store) -> tuple[dict, AxisCache]:
-    axis2, axis3 = store.latest_axis_results("axis2"), store.latest_axis_results("axis3")
+    axis2 = store.read(queries.latest_axis_results, "axis2")
+    axis3 = store.read(queries.latest_axis_results, "axis3")
     cache = AxisCache()
     for m, cells in axis2.items():
         cache.set_axis2(m, cells)

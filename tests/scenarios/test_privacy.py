@@ -26,6 +26,7 @@ from monitor.audit.run import format_summary, run_audit, write_report
 from monitor.config import config_from_mapping
 from monitor.config.sources import KafkaConfig
 from monitor.service.app import MonitorService, run_until_stopped
+from monitor.store import queries
 from tests.support.servers import wait_for
 
 MARKERS = (
@@ -101,7 +102,7 @@ def test_no_marker_leaves_the_service(kafka_broker, tmp_path, caplog):
         svc.job_axis3()
         svc.job_equilense()
         svc.pipeline.flush()
-        assert svc.store.counts()["discharges"] == 120  # the stream did go through
+        assert svc.store.read(queries.counts)["discharges"] == 120  # the stream did go through
 
         outputs = {"metrics": _get(url + "/metrics"), "cells": _get(url + "/api/cells"),
                    "events": _get(url + "/api/events?limit=1000")}  # fmt: skip

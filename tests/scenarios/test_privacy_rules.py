@@ -31,7 +31,7 @@ from monitor.core.privacy import SMALL_CELL_LABEL
 from monitor.publish.cells import published_audit_cell
 from monitor.reference.axis1 import reference_axis1
 from monitor.service.app import MonitorService
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.store.migrations import SCHEMA_VERSION
 from monitor.stream.pipeline import Pipeline
 from monitor.stream.schema import validate_records
@@ -390,7 +390,7 @@ def test_event_time_outside_the_wall_clock_bounds_is_dead_lettered(tmp_path_fact
     inside = -400 * 86_400 <= offset_s <= 300
     reasons = [r[0] for r in _dead(store)]
     assert reasons == ([] if inside else ["out_of_range:event_time"])
-    assert store.counts()["discharges"] == int(inside)
+    assert store.read(queries.counts)["discharges"] == int(inside)
     store.close()
 
 
@@ -408,7 +408,7 @@ def test_unrepresentable_times_are_refused_even_without_bounds(tmp_path, when):
     _send(pipe, [{**GOOD, "event_time": when}, {**GOOD, "record_id": "old",
                                                  "event_time": "1990-01-01T00:00:00Z"}])
     assert [r[0] for r in _dead(store)] == ["out_of_range:event_time"]
-    assert store.counts()["discharges"] == 1  # 1990: accepted with the bounds off
+    assert store.read(queries.counts)["discharges"] == 1  # 1990: accepted with the bounds off
 
 
 # -------------------------------------------- 7. what dead letters keep
@@ -494,7 +494,7 @@ def test_booleans_are_refused_whatever_the_batch(tmp_path_factory, kinds, field)
     recs = [{**GOOD, "record_id": f"r{i}", field: value[k]} for i, k in enumerate(kinds)]
     _send(pipe, recs)
     assert [r[0] for r in _dead(store)] == [f"wrong_type:{field}"] * kinds.count("bool")
-    assert store.counts()["discharges"] == len(kinds) - kinds.count("bool")
+    assert store.read(queries.counts)["discharges"] == len(kinds) - kinds.count("bool")
     store.close()
 
 

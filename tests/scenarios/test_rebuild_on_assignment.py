@@ -22,7 +22,7 @@ from consumers.kafka_tools import ensure_topic, produce_records
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.config.sources import KafkaConfig
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.stream.pipeline import Pipeline
 from tests.support.service_process import reference_run, stream_results
 
@@ -81,7 +81,7 @@ def test_a_partition_moved_to_a_new_member_is_rebuilt_from_the_topic(
     assert handed == N and health == (True, "ok")
     assert f"rebuilding {topic}:0 from offset 0 (committed {N // 2})" in caplog.text
     assert f"rebuilt {topic}:0 up to offset {N // 2}" in caplog.text
-    assert b.counts()["discharges"] == N
+    assert b.read(queries.counts)["discharges"] == N
     pd.testing.assert_frame_equal(stream_results(b), expected)
     b.close()
 
@@ -126,17 +126,17 @@ def test_stored_through_offsets_only_move_forward_and_a_v5_file_gains_them(tmp_p
                      "DELETE FROM schema_migrations WHERE version >= 6"):  # fmt: skip
             c.execute(stmt)
     store = Store(db, CFG)
-    assert store.source_offsets() == {}
+    assert store.read(queries.source_offsets) == {}
     with store.transaction():
         store.write_source_offsets([Origin("t", 0, 5), Origin("t", 0, 9), Origin("t", 1, 2)])
     with store.transaction():  # a replay of older messages never moves an offset back
         store.write_source_offsets([Origin("t", 0, 3), Origin("t", 1, 4)])
-    assert store.source_offsets() == {("t", 0): 10, ("t", 1): 5}
+    assert store.read(queries.source_offsets) == {("t", 0): 10, ("t", 1): 5}
     with store.transaction():  # known partitions (one UPDATE) and a new one (an insert)
         store.write_source_offsets([Origin("t", 1, 6), Origin("t", 2, 0), Origin("t", 0, 1)])
-    assert store.source_offsets() == {("t", 0): 10, ("t", 1): 7, ("t", 2): 1}
+    assert store.read(queries.source_offsets) == {("t", 0): 10, ("t", 1): 7, ("t", 2): 1}
     with pytest.raises(RuntimeError), store.transaction():  # rolled back: nothing moves
         store.write_source_offsets([Origin("t", 3, 8), Origin("t", 1, 50)])
         raise RuntimeError("rollback")
-    assert store.source_offsets() == {("t", 0): 10, ("t", 1): 7, ("t", 2): 1}
+    assert store.read(queries.source_offsets) == {("t", 0): 10, ("t", 1): 7, ("t", 2): 1}
     store.close()

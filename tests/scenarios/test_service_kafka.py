@@ -34,7 +34,7 @@ from consumers.kafka_tools import (
 )
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import load_config
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.stream.pipeline import (
     Pipeline,
 )
@@ -143,8 +143,8 @@ def test_kill_9_mid_stream_then_restart_equals_uninterrupted(kafka_broker, tmp_p
     pipe.flush()
 
     got = Store(db, load_config(cfg))
-    assert got.counts()["discharges"] == len(records)  # nothing lost, nothing twice
-    assert got.counts()["window_results"] == total_evaluations * 28
+    assert got.read(queries.counts)["discharges"] == len(records)  # nothing lost, nothing twice
+    assert got.read(queries.counts)["window_results"] == total_evaluations * 28
     # arrival sequence numbers depend on how partitions interleave; a model's own
     # stream, its windows and every result must not
     drop = ["window_first_seq", "window_last_seq"]

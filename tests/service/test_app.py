@@ -16,6 +16,7 @@ from consumers.base import (
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.service.app import MonitorService
+from monitor.store import queries
 from tests.support.pipeline_runs import feed_service
 from tests.support.servers import wait_for
 from tests.support.store_reads import window_results
@@ -168,7 +169,8 @@ def test_retention_deletes_only_what_is_past_its_age(tmp_path):
         now[0] += 30 * 86_400  # 105 days after the events: discharges go, results stay
         deleted = s.job_retention()
         assert deleted["discharges"] == 1000 and deleted["window_results"] == 0
-        assert s.store.counts()["discharges"] == 0 and s.store.counts()["window_results"] == 28
+        counts = s.store.read(queries.counts)
+        assert counts["discharges"] == 0 and counts["window_results"] == 28
     finally:
         s.close()
 

@@ -188,11 +188,11 @@ def test_the_service_jobs_keep_the_cohorts_and_rebuild_them_on_restart(tmp_path)
         assert s.scheduler.run_now_blocking("axis2").state == "success"
         frame = reread(s.store, "model-00")
         assert len(frame) == 3_000
-        stored = s.store.latest_axis_results("axis3")["model-00"]
+        stored = s.store.read(queries.latest_axis_results, "axis3")["model-00"]
         assert json.loads(json.dumps(stored.to_dict())) == json.loads(
             json.dumps(run_axis3("model-00", frame, CFG).to_dict())
         )
-        cells = s.store.latest_axis_results("axis2")["model-00"]
+        cells = s.store.read(queries.latest_axis_results, "axis2")["model-00"]
         want = [
             c.to_dict() for c in run_axis2(tables_from_frame(frame, CFG), CFG, cohort_days(frame))
         ]

@@ -74,9 +74,9 @@ def test_results_published_through_the_outbox_rebuild_the_same_tables(tmp_path):
                            pd.Timestamp("2026-11-02", tz="UTC"), position=600)  # fmt: skip
     messages = _outbox(src)
     kinds = [parse_message(k, v).kind for k, v in messages]
-    n_windows = src.counts()["window_results"]
+    n_windows = src.read(queries.counts)["window_results"]
     assert kinds.count("window") == n_windows > 0
-    assert kinds.count("event") == src.counts()["events"] > 0
+    assert kinds.count("event") == src.read(queries.counts)["events"] > 0
     assert kinds.count("axis") == 1
 
     view = FleetView(CFG, str(tmp_path / "view.duckdb"))
@@ -93,8 +93,8 @@ def test_results_published_through_the_outbox_rebuild_the_same_tables(tmp_path):
         pd.testing.assert_frame_equal(stream_results(got), stream_results(src))
         # events: same content (ids are the view's own); the view orders them by arrival
         assert sorted(verdict_events(got)) == sorted(verdict_events(src))
-        assert got.counts()["events"] == src.counts()["events"]
-        assert got.counts()["axis_results"] == 1
+        assert got.read(queries.counts)["events"] == src.read(queries.counts)["events"]
+        assert got.read(queries.counts)["axis_results"] == 1
         cells = view.cells()
         assert len(cells) == 3 * len(CFG.metrics) * len(CFG.attributes)
         assert {c["model_id"] for c in view.models()} == {"model-00", "model-01", "model-02"}
@@ -104,7 +104,7 @@ def test_results_published_through_the_outbox_rebuild_the_same_tables(tmp_path):
         key, value = axis_result_message(
             "axis2", "model-00", 600, pd.Timestamp("2026-11-03", tz="UTC"), 600, "[]")
         view.apply([(key.encode(), value.encode())])
-        assert got.counts()["axis_results"] == 1
+        assert got.read(queries.counts)["axis_results"] == 1
         view.status_page()  # starts the drawing, in the background
         assert view.page.wait_drawn(120)
         assert "Fairness reliability report" in view.status_page()
@@ -125,7 +125,7 @@ def test_results_published_through_the_outbox_rebuild_the_same_tables(tmp_path):
 def test_a_single_service_writes_no_outbox(tmp_path):
     store = Store(tmp_path / "one.duckdb", CFG)
     _feed(Pipeline(CFG, store), _records(600))
-    assert store.counts()["window_results"] > 0 and _outbox(store) == []
+    assert store.read(queries.counts)["window_results"] > 0 and _outbox(store) == []
     store.close()
 
 

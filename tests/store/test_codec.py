@@ -171,7 +171,7 @@ def test_model_states_read_back_what_the_writer_wrote(store):
         ModelStateRow("model-01", 350, 1, 0, AT, None, None, None),
     ])  # fmt: skip
     states = queries.model_states(store.cursor())
-    assert states == store.model_states()
+    assert states == store.read(queries.model_states)
     assert states["model-00"] == StoredModelState(400, 2, 1, 400, releases, certified)
     assert states["model-01"] == StoredModelState(350, 1, 0, None, None, None)
     assert states["model-01"].evaluated == 350
@@ -188,7 +188,7 @@ def test_a_nan_in_a_cell_survives_the_store(store):
         ["model-00", "DI", "race", encode_cell_state(tracker.to_dict()),
          to_json(cell.to_dict()), AT],
     )  # fmt: skip
-    (stored,) = store.cell_states()
+    (stored,) = store.read(queries.cell_states)
     assert stored.released is None and stored.latest is not None
     assert not stored.latest.result.evaluable and math.isnan(stored.latest.result.vfr)
     assert as_json(stored.tracker.to_dict()) == as_json(tracker.to_dict())
@@ -237,7 +237,7 @@ def test_latest_axis_results_read_back_typed(cohort, store):
     for model, at, r in (("a", AT, first), ("b", AT, first), ("a", later, result)):
         store.write_axis_results("axis3", model, r.n_records, axis_payload(r), at)
     got = queries.latest_axis_results(store.cursor(), "axis3")
-    assert repr(got) == repr(store.latest_axis_results("axis3"))
+    assert repr(got) == repr(store.read(queries.latest_axis_results, "axis3"))
     assert sorted(got) == ["a", "b"]
     assert repr(got["a"]) == repr(result) and repr(got["b"]) == repr(first)
     assert queries.latest_axis_results(store.cursor(), "axis2") == {}
@@ -313,4 +313,4 @@ def test_cohort_releases_read_back_what_the_writer_wrote(store):
         assert queries.axis_releases(cursor) == {("equilense", "model-00"): cohort}
     finally:
         cursor.close()
-    assert store.axis_releases() == {("equilense", "model-00"): cohort}
+    assert store.read(queries.axis_releases) == {("equilense", "model-00"): cohort}

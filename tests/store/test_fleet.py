@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from monitor.config import config_from_mapping
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.store.results_messages import ResultMessage
 
 CFG = config_from_mapping({"window": {"size": 600, "hop_records": 150, "hop_seconds": 0}})
@@ -109,5 +109,5 @@ def test_one_batch_of_mixed_kinds_is_one_transaction(store):
     del bad.fields["seed"]  # a message the writer cannot store
     with pytest.raises(KeyError):
         store.apply_results([event("fragile"), axis(600, "2026-11-02T00:00:00+00:00", 600), bad])
-    counts = store.counts()
+    counts = store.read(queries.counts)
     assert counts["events"] == counts["axis_results"] == counts["window_results"] == 0

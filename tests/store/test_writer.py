@@ -8,7 +8,7 @@ import time
 import pandas as pd
 
 from monitor.config import config_from_mapping
-from monitor.store import Store
+from monitor.store import Store, queries
 
 CFG = config_from_mapping({"service": {"unknown_models": "admit"}})
 
@@ -40,10 +40,10 @@ def test_reads_beside_a_job_that_writes_under_the_store_lock_wait_instead_of_fai
     try:
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and not errors:
-            store.source_offsets()
-            store.model_states()
-            store.counts()
-            store.held_count()
+            store.read(queries.source_offsets)
+            store.read(queries.model_states)
+            store.read(queries.counts)
+            store.read(queries.held_count)
             reads += 1
     except Exception as exc:
         errors.append(f"read: {type(exc).__name__}: {exc}")

@@ -16,7 +16,7 @@ from monitor.core.certify import CertifiedGrid, block_counts
 from monitor.core.counts import CountTable
 from monitor.core.outcome_split import needs_label
 from monitor.core.tables import attribute_groups
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.stream.certified import YEAR_NS, ModelCertified
 from monitor.stream.pipeline import Pipeline
 from tests.support.outcome_streams import two_kind_payloads
@@ -155,7 +155,7 @@ def test_the_pipelines_certified_verdicts_equal_a_grid_fed_directly(planted):
 
 def test_the_saved_state_restores_the_same_cells(planted):
     store, pipe = planted
-    for model, saved in store.model_states().items():
+    for model, saved in store.read(queries.model_states).items():
         back = ModelCertified(model, CFG)
         assert saved.certified is not None
         back.restore(saved.certified)

@@ -11,7 +11,7 @@ import pytest
 
 from consumers.base import Origin
 from monitor.config import config_from_mapping
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.stream.join import (
     NS_PER_DAY,
     HeldOutcome,
@@ -116,7 +116,7 @@ class Feed:
         return [r for (r,) in c.execute("SELECT reason FROM dead_letters ORDER BY id").fetchall()]
 
     def held(self) -> int:
-        return self.store.held_count()
+        return self.store.read(queries.held_count)
 
     def coverage(self):
         return self.pipe.model_view("m").coverage

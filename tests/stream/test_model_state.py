@@ -12,7 +12,7 @@ import pytest
 from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.stream.model_state import GroupSummary, ModelState
 from monitor.stream.pipeline import Pipeline
 from monitor.stream.window import ModelWindow, RecordBatch
@@ -139,7 +139,7 @@ def test_the_hop_cadence_goes_on_from_the_stored_last_evaluation_after_a_restart
     pipe = Pipeline(CFG, store, clock=clock)
     payloads = _payloads(160, models=1)  # a hop at 100, 60 records past it
     _feed(pipe, payloads, clock)
-    stored = store.last_evaluation_times()["model-00"]
+    stored = store.read(queries.last_evaluation_times)["model-00"]
     assert _state(pipe, "model-00")["last_eval_wall"] == stored
     store.close()
     store = Store(tmp_path / "m.duckdb", CFG)
@@ -179,7 +179,7 @@ def test_the_saved_row_is_what_a_restore_reads_back(tmp_path):
     store = Store(tmp_path / "m.duckdb", CFG)
     try:
         store.write_model_states([row])
-        back = store.model_states()["model-00"]
+        back = store.read(queries.model_states)["model-00"]
     finally:
         store.close()
     assert (back.records, back.evaluations, back.old_events, back.evaluated) == (1300, 3, 4, 1200)

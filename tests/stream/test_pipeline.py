@@ -18,7 +18,7 @@ from consumers.base import (
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
 from monitor.core.outcome_split import run_split, split_tables_from_frame
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.stream.pipeline import (
     Pipeline,
 )
@@ -68,7 +68,8 @@ def test_redelivery_is_deduplicated(tmp_path):
     feed(pipe, payloads)
     feed(pipe, payloads[:500])  # redelivered: every record already stored
     feed(pipe, payloads[300:700], batch=57)
-    assert twice.counts()["discharges"] == once.counts()["discharges"] == 1800
+    stored = twice.read(queries.counts)["discharges"]
+    assert stored == once.read(queries.counts)["discharges"] == 1800
     pd.testing.assert_frame_equal(stored_results(once), stored_results(twice))
 
 
@@ -85,7 +86,7 @@ def test_a_failing_observer_does_not_make_a_committed_batch_fail(tmp_path):
     pipe = Pipeline(CFG, store, on_batch=broken)
     feed(pipe, payloads)  # raises nothing
     assert pipe.observer_failures == len(calls) > 0
-    assert sum(calls) == store.counts()["discharges"] == 1800
+    assert sum(calls) == store.read(queries.counts)["discharges"] == 1800
 
 
 def test_restart_gives_the_same_results_as_an_uninterrupted_run(tmp_path):
@@ -127,7 +128,7 @@ def test_a_failed_transaction_leaves_no_trace_and_the_retry_matches(tmp_path, mo
     chunk = payloads[666:999]
     with pytest.raises(OSError):
         pipe.ingest_batch(chunk, [Origin("t", 0, k) for k in range(len(chunk))])
-    assert store.counts()["discharges"] == 666
+    assert store.read(queries.counts)["discharges"] == 666
     feed(pipe, payloads, start=666)  # redelivery after the failure
     pd.testing.assert_frame_equal(stored_results(ref), stored_results(store))
 
@@ -197,7 +198,7 @@ def test_poison_messages_go_to_dead_letters_with_reasons(tmp_path):
         "oversized", "invalid_json",
     ]  # fmt: skip
     assert all(r[1] == "topic-a" and r[2] == 2 for r in rows)
-    assert store.counts()["discharges"] == 1
+    assert store.read(queries.counts)["discharges"] == 1
 
 
 def test_the_worker_path_equals_the_in_transaction_path(tmp_path):
@@ -226,13 +227,13 @@ def test_evaluations_lost_in_the_worker_are_recomputed_at_restart(tmp_path):
         chunk = payloads[i : i + 333]
         pipe.ingest_batch(chunk, [Origin("t", 0, i + k) for k in range(len(chunk))])
     assert pipe.queue.pending, "the test needs evaluations still pending at the 'kill'"
-    written = s1.counts()["window_results"]
+    written = s1.read(queries.counts)["window_results"]
     pipe.queue.pending.clear()  # as if the process died: they are never written
     s1.close()
     s2 = Store(path, CFG)
-    assert s2.counts()["window_results"] == written
+    assert s2.read(queries.counts)["window_results"] == written
     pipe = Pipeline(CFG, s2)  # recomputes the missing hop points from the stored records
-    assert s2.counts()["window_results"] > written
+    assert s2.read(queries.counts)["window_results"] > written
     feed(pipe, payloads[999:])
     pd.testing.assert_frame_equal(stored_results(ref), stored_results(s2))
     ev_ref = events_frame(ref).drop(columns=["created_at"])
@@ -273,7 +274,8 @@ def test_key_hash_hits_are_checked_against_the_table(tmp_path, monkeypatch):
     feed(pipe, payloads)
     feed(pipe, payloads[:400])  # real redeliveries among the forced hits
     pipe.close()
-    assert store.counts()["discharges"] == ref.counts()["discharges"] == 1200
+    stored = store.read(queries.counts)["discharges"]
+    assert stored == ref.read(queries.counts)["discharges"] == 1200
     pd.testing.assert_frame_equal(stored_results(ref), stored_results(store))
 
 
@@ -389,4 +391,4 @@ def test_with_outcomes_later_batching_and_restarts_change_nothing(tmp_path):
     pd.testing.assert_frame_equal(stored_results(ref), stored_results(s2))
     q = "SELECT record_id, model_id, label, label_pos FROM discharges ORDER BY seq"
     assert ref._conn.execute(q).fetchall() == s2._conn.execute(q).fetchall()
-    assert ref.counts()["dead_letters"] == s2.counts()["dead_letters"] == 0
+    assert ref.read(queries.counts)["dead_letters"] == s2.read(queries.counts)["dead_letters"] == 0

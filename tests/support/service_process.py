@@ -22,7 +22,7 @@ import pandas as pd
 
 from consumers.base import Origin
 from monitor.config import MonitorConfig
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.stream.pipeline import Pipeline
 from tests.support.store_reads import window_results
 
@@ -181,5 +181,5 @@ def verdict_states(store: Store) -> dict[tuple[str, str, str], Any]:
     """Each cell's verdict debounce state (the tier's depends on the axes' timing)."""
     return {
         (c.model_id, c.metric, c.attribute): c.tracker.verdict.to_dict()
-        for c in store.cell_states()
+        for c in store.read(queries.cell_states)
     }
