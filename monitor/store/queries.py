@@ -400,9 +400,9 @@ def last_evaluation_times(c: duckdb.DuckDBPyConnection) -> dict[str, float]:
     return {m: float(t) for m, t in rows}
 
 
-def evaluation_times(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], Any]:
+def evaluation_times(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], datetime | None]:
     """(model, evaluation) -> event time of the window's last record, else evaluation time
-    (as DuckDB returns it; None when neither is known)."""
+    (a zone-aware datetime, as DuckDB returns a TIMESTAMPTZ; None when neither is known)."""
     rows = c.execute(
         "SELECT w.model_id, w.evaluation, COALESCE(any_value(d.event_time), "
         "any_value(w.evaluated_at)) FROM (SELECT DISTINCT model_id, evaluation, "
