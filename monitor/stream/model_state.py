@@ -7,7 +7,7 @@ no per-model map can be forgotten when a model goes or comes back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -17,7 +17,7 @@ from monitor.core.results import CellEvaluation
 from monitor.store.codec import ModelStateRow, encode_releases
 from monitor.stream.certified import ModelCertified
 from monitor.stream.publication import ModelPublication, PublishedModel
-from monitor.stream.window import ModelWindow, WindowCoverage
+from monitor.stream.window import ModelWindow, RecordBatch, WindowCoverage
 
 #: a cell of one model: (metric, attribute)
 CellKey = tuple[str, str]
@@ -83,6 +83,20 @@ class ModelState:
     @property
     def model_id(self) -> str:
         return self.window.model_id
+
+    def add_to_hops(self, batch: RecordBatch, hop: int) -> Iterator[int]:
+        """Add newly stored records (arrival order) to the window, stopping at each hop
+        point (a stream position that is a multiple of ``hop``) to yield it: the caller
+        evaluates the window there, before the next records enter it."""
+        w = self.window
+        i = 0
+        while i < len(batch):
+            take = min(hop - w.arrivals % hop, len(batch) - i)
+            w.add(batch.take(slice(i, i + take)))
+            self.since_eval += take
+            i += take
+            if w.arrivals % hop == 0:
+                yield w.arrivals
 
     def mark_evaluated(self, wall: float) -> None:
         """An evaluation of the window as it is now was taken at ``wall`` (Unix seconds):

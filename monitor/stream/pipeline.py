@@ -469,23 +469,17 @@ class Pipeline:
                 else (batch.label[known], batch.score[known], batch.decision[known])
             )  # fmt: skip
             cursor = todo.pop(model_id, None)
-            i = 0
-            while i < len(batch):
-                take = min(hop - w.arrivals % hop, len(batch) - i)
-                w.add(batch.take(slice(i, i + take)))
-                ms.since_eval += take
-                i += take
-                if w.arrivals % hop == 0:
-                    if cursor is not None:
-                        cursor.apply(w, w.arrivals)
-                    if self.queue.use_worker:
-                        job = self.queue.snapshot(w, ms, now)
-                        self._evaluated_now(ms)
-                        submitted.append((job, w.split_tables()))
-                    else:
-                        item = self._evaluate(model_id, now, report)
-                        if item is not None:
-                            pending.append(item)
+            for _ in ms.add_to_hops(batch, hop):
+                if cursor is not None:
+                    cursor.apply(w, w.arrivals)
+                if self.queue.use_worker:
+                    job = self.queue.snapshot(w, ms, now)
+                    self._evaluated_now(ms)
+                    submitted.append((job, w.split_tables()))
+                else:
+                    item = self._evaluate(model_id, now, report)
+                    if item is not None:
+                        pending.append(item)
             if cursor is not None:
                 cursor.apply(w, None)
             touched.add(model_id)

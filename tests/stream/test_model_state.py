@@ -185,3 +185,22 @@ def test_the_saved_row_is_what_a_restore_reads_back(tmp_path):
     assert (back.records, back.evaluations, back.old_events, back.evaluated) == (1300, 3, 4, 1200)
     assert back.releases == ms.publication.saved()
     assert back.certified == json.loads(ms.certified.saved())
+
+
+@pytest.mark.parametrize(("start", "size"), [(0, 250), (90, 25), (95, 5), (0, 0), (30, 370)])
+def test_records_enter_the_window_in_order_stopping_at_each_hop_point(start, size):
+    """Whatever the batch's size and where the stream stands, the window stops at every
+    multiple of the hop, and only there, with exactly the records before it."""
+    hop = 100
+    w = ModelWindow("model-00", CFG)
+    w.arrivals = start
+    ms = ModelState(w)
+    frame = synthetic_window(max(size, 1), models=1, seed=4).iloc[:size]
+    frame = frame.assign(seq=np.arange(size), event_time=pd.Timestamp("2026-11-01", tz="UTC"))
+    batch = RecordBatch.from_frame(frame, CFG)
+    seen = [(at, ms.window.n) for at in ms.add_to_hops(batch, hop)]
+    want = list(range((start // hop + 1) * hop, start + size + 1, hop))
+    assert [at for at, _ in seen] == want
+    # the records up to the hop point, no more (the window keeps its last 300)
+    assert all(n == min(at - start, CFG.window.size) for at, n in seen)
+    assert (w.arrivals, w.n, ms.since_eval) == (start + size, min(size, 300), size)
