@@ -651,7 +651,9 @@ def axis_releases(c: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], CohortR
 
 
 class AxisRow(NamedTuple):
-    """One stored result of a scheduled axis, its payload typed (monitor.store.codec)."""
+    """One stored result of a scheduled axis; :attr:`result` is its payload typed
+    (monitor.store.codec), decoded when read: a result withheld under the small-cell rule
+    is never decoded, so one the codec cannot read does not fail a page of others."""
 
     axis: str
     model_id: str
@@ -659,7 +661,12 @@ class AxisRow(NamedTuple):
     computed_at: str
     #: records of the cohort it was computed on (exact: the caller applies the rule)
     cohort_n: int | None
-    result: AxisResult
+    #: the stored JSON (read it as :attr:`result`)
+    payload: str
+
+    @property
+    def result(self) -> AxisResult:
+        return decode_axis_result(self.axis, self.payload)
 
 
 def axis_history(
@@ -684,7 +691,7 @@ def axis_history(
     sql += " ORDER BY computed_at DESC, model_id LIMIT ? OFFSET ?"
     params += [int(limit), int(offset)]
     return [
-        AxisRow(a, m, str(t), None if n is None else int(n), decode_axis_result(a, p))
+        AxisRow(a, m, str(t), None if n is None else int(n), p)
         for a, m, t, n, p in c.execute(sql, params).fetchall()
     ]
 

@@ -27,7 +27,7 @@ from monitor.publish.events import event_row
 from monitor.service.app import MonitorService
 from monitor.service.stored_views import axis_row, stored_event_row, window_row
 from monitor.store import queries
-from monitor.store.codec import encode_evaluation
+from monitor.store.codec import axis_payload, encode_evaluation
 from tests.support.complements import (
     dpd_recovered,
     exact_counts_in,
@@ -129,11 +129,15 @@ def test_a_window_row_is_its_columns_then_its_stored_result():
 
 def test_an_axis_row_withholds_a_small_cohorts_payload():
     cells = (Axis2Cell("m", "DI", "race", 8, 4.0, True, False, ()),)
-    small = axis_row(queries.AxisRow("axis2", "m", "2026-11-02 00:00:00+00:00", 8, cells))
+    stored = to_json(axis_payload(cells))
+    small = axis_row(queries.AxisRow("axis2", "m", "2026-11-02 00:00:00+00:00", 8, stored))
     assert small == {"axis": "axis2", "model_id": "m", "computed_at": "2026-11-02 00:00:00+00:00",
                      "cohort_n": "<11", "payload": None}  # fmt: skip
-    big = axis_row(queries.AxisRow("axis2", "m", "t", 403, cells))
+    big = axis_row(queries.AxisRow("axis2", "m", "t", 403, stored))
     assert big["cohort_n"] == 405 and big["payload"] == published_axis(cells)
+    # a withheld result is not decoded: one the codec cannot read does not fail the row
+    unreadable = queries.AxisRow("axis3", "m", "t", 5, '{"kappa": {"DI": 0.5}}')
+    assert axis_row(unreadable)["payload"] is None
 
 
 def test_an_event_row_is_the_stored_events_fields():
