@@ -27,6 +27,19 @@ attacker can tell apart between the two worlds' answers, they learn of the probe
   move the computed evidence (checked on the pipeline's live cells: the test is not
   vacuous). Published live instead of as released, the race cells' evidence would tell
   the worlds apart at one decimal: this test then fails.
+* **A group of 10 records in a window of two hops** (5 a block, one of them the probe):
+  under 11 in the window at both release points, so the release rule does not count it,
+  but its decayed block counts (about 24) enter the detectors, so its 5 new records move
+  the race cells' released evidence. Here the attack succeeds (SPD by race: evidence
+  -0.2 in one world, -0.3 in the other): marked xfail until the release rule counts the
+  groups that enter the detectors.
+
+Rounding the evidence to one decimal protects nothing here (one record moves it by tenths
+of a decade): what protects is that a group under the support enters no detector and
+that a held cell shows its released verdict. The record counts are the model's, so the
+probe's label can show in their rounding to 5 (1,950 or 1,955 positives, third case) as it
+shows, to this attacker, in the exact released value of EOPP by sex: the release rule's
+accepted case (a change resting on a block of 1,000 records), not a group's figure.
 """
 
 from __future__ import annotations
@@ -44,7 +57,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
-from monitor.config import config_from_mapping
+from monitor.config import MonitorConfig, config_from_mapping
 from monitor.core.results import CertifiedVerdict
 from monitor.service.app import MonitorService
 
@@ -115,8 +128,7 @@ def _records(n: int, seed: int, prefix: str, start: int) -> pd.DataFrame:
     df["record_id"] = [f"{prefix}{i}" for i in range(n)]
     t0 = pd.Timestamp("2026-01-01T00:00:00Z")
     df["event_time"] = [
-        (t0 + pd.Timedelta(hours=3 * (start + i))).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for i in range(n)
+        (t0 + pd.Timedelta(hours=3 * (start + i))).strftime("%Y-%m-%dT%H:%M:%SZ") for i in range(n)
     ]
     return df
 
@@ -134,13 +146,13 @@ def _stream(small: int, world: str) -> list[pd.DataFrame]:
     return [base, block]
 
 
-def _run(path: str, small: int, world: str) -> World:
-    svc = MonitorService(CFG, db_path=path, http_port=0, start_scheduler=False,
+def _run(path: str, cfg: MonitorConfig, frames: list[pd.DataFrame]) -> World:
+    svc = MonitorService(cfg, db_path=path, http_port=0, start_scheduler=False,
                          clock=lambda: 1_800_000_000.0)  # fmt: skip
     svc.start()
     try:
         seen, offset = [], 0
-        for frame in _stream(small, world):
+        for frame in frames:
             payloads = [json.dumps(r).encode() for r in frame.to_dict("records")]
             svc.pipeline.ingest_batch(
                 payloads, [Origin("t", 0, offset + i) for i in range(len(payloads))]
@@ -156,7 +168,7 @@ def _run(path: str, small: int, world: str) -> World:
 
 def _worlds(tmp_path_factory, small: int) -> Iterator[dict[str, World]]:
     d = tmp_path_factory.mktemp(f"certified-{small}")
-    yield {w: _run(str(d / f"{w}.duckdb"), small, w) for w in WORLDS}
+    yield {w: _run(str(d / f"{w}.duckdb"), CFG, _stream(small, w)) for w in WORLDS}
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +182,44 @@ def moving_group(tmp_path_factory):
     """Race "0" has about 130 records (it enters the detectors), and one in the probe's
     block: the probe."""
     yield from _worlds(tmp_path_factory, 130)
+
+
+#: a window of two hops: a group of 5 records a block holds 10 in the window (under 11,
+#: so it holds no release back) while its decayed trials (about 24) enter the detectors
+SHORT_HOP = 500
+SHORT = config_from_mapping(
+    {
+        "window": {"size": 2 * SHORT_HOP, "hop_records": SHORT_HOP, "hop_seconds": 0},
+        "axis1": {"K": 40},
+        "equilense": {"features": []},
+        "alerts": {"false_pages_per_year": 100.0},
+        "models": [{"id": "big"}],
+        "service": {"event_time_bounds": "none"},
+    }
+)
+
+
+def _short_stream(world: str, per_block: int = 5, blocks: int = 8) -> list[pd.DataFrame]:
+    """Race "0" has ``per_block`` records in every block of :data:`SHORT`'s stream; in
+    the probe's block one of them is the probe."""
+    base = _records(blocks * SHORT_HOP, 11, "b", 0)
+    base["race"] = np.where(base["race"] == "0", "1", base["race"])
+    step = SHORT_HOP // per_block
+    at = [b * SHORT_HOP + j * step for b in range(blocks) for j in range(per_block)]
+    base.loc[base.index[at], "race"] = "0"
+    block = _records(SHORT_HOP, 13, "p", len(base))
+    block["race"] = np.where(block["race"] == "0", "2", block["race"])
+    block.loc[block.index[[j * step + 7 for j in range(per_block)]], "race"] = "0"
+    label, score = WORLDS[world]
+    block.loc[block.index[7], ["label", "score"]] = [label, score]
+    return [base, block]
+
+
+@pytest.fixture(scope="module")
+def fading_group(tmp_path_factory):
+    """Race "0" has 10 records in a window of two hops, 5 of them in the probe's block."""
+    d = tmp_path_factory.mktemp("certified-short")
+    yield {w: _run(str(d / f"{w}.duckdb"), SHORT, _short_stream(w)) for w in WORLDS}
 
 
 def _race(answers: Answers) -> dict[CellKey, dict[str, Any]]:
@@ -259,3 +309,28 @@ def test_one_record_of_an_entering_group_is_held_with_its_cells(moving_group):
     for k, c in neg.after.cells.items():
         if k[2] == "sex":
             assert c["evaluation"] == neg.before.cells[k]["evaluation"] + 1, k
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="leak: the release rule leaves out a group under 11 in the window, the certified "
+    "detectors take it (decayed block counts); see the branch h/certattack's report",
+)
+def test_a_group_under_11_in_the_window_that_enters_the_detectors_holds_them(fading_group):
+    """A group of 10 records in the window (5 a block) holds no release of the window's
+    cells (it enters no value), but its decayed trials enter the certified detectors, so
+    its 5 new records move the evidence: the release that shows that evidence would let
+    the attacker read the probe's decision off one decimal. The race cells' certified
+    verdicts are the same in both worlds."""
+    neg, pos = fading_group["negative"], fading_group["positive"]
+    for k, c in _race(neg.after).items():
+        assert _judged(c["certified"]) == _judged(pos.after.cells[k]["certified"]), k
+    assert _released_series(neg.after) == _released_series(pos.after)
+    # not vacuous: the probe moved the computed evidence of a race cell (the group enters)
+    moved = [
+        k for k, v in neg.live.items()
+        if k[2] == "race" and v is not None and v.evaluable
+        and (v.evidence_fail, v.evidence_pass)
+        != (pos.live[k].evidence_fail, pos.live[k].evidence_pass)
+    ]  # fmt: skip
+    assert moved
