@@ -30,9 +30,9 @@ attacker can tell apart between the two worlds' answers, they learn of the probe
 * **A group of 10 records in a window of two hops** (5 a block, one of them the probe):
   under 11 in the window at both release points, so the release rule does not count it,
   but its decayed block counts (about 24) enter the detectors, so its 5 new records move
-  the race cells' released evidence. Here the attack succeeds (SPD by race: evidence
-  -0.2 in one world, -0.3 in the other): marked xfail until the release rule counts the
-  groups that enter the detectors.
+  the race cells' released evidence. Before the release rule counted the groups that
+  enter the detectors (ModelCertified.may_enter) the attack succeeded (SPD by race:
+  evidence -0.2 in one world, -0.3 in the other); now the race cells are held.
 
 Rounding the evidence to one decimal protects nothing here (one record moves it by tenths
 of a decade): what protects is that a group under the support enters no detector and
@@ -311,11 +311,6 @@ def test_one_record_of_an_entering_group_is_held_with_its_cells(moving_group):
             assert c["evaluation"] == neg.before.cells[k]["evaluation"] + 1, k
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="leak: the release rule leaves out a group under 11 in the window, the certified "
-    "detectors take it (decayed block counts); see the branch h/certattack's report",
-)
 def test_a_group_under_11_in_the_window_that_enters_the_detectors_holds_them(fading_group):
     """A group of 10 records in the window (5 a block) holds no release of the window's
     cells (it enters no value), but its decayed trials enter the certified detectors, so
@@ -323,6 +318,8 @@ def test_a_group_under_11_in_the_window_that_enters_the_detectors_holds_them(fad
     the attacker read the probe's decision off one decimal. The race cells' certified
     verdicts are the same in both worlds."""
     neg, pos = fading_group["negative"], fading_group["positive"]
+    for w in (neg, pos):  # held: the group of 10 moved by 10 and enters the detectors
+        assert _race(w.after) == _race(w.before)
     for k, c in _race(neg.after).items():
         assert _judged(c["certified"]) == _judged(pos.after.cells[k]["certified"]), k
     assert _released_series(neg.after) == _released_series(pos.after)
