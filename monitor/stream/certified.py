@@ -35,9 +35,10 @@ import orjson
 import pandas as pd
 
 from monitor.config import MonitorConfig
-from monitor.core.certify import CertifiedGrid
+from monitor.core.certify import CertifiedGrid, block_counts
 from monitor.core.counts import CountTable
 from monitor.core.events import CERTIFIED_CHANGE, CellEvent
+from monitor.core.outcome_split import needs_label
 from monitor.core.results import CertifiedVerdict
 from monitor.core.tables import attribute_groups
 from monitor.publish.counts import rounded_count
@@ -106,6 +107,8 @@ class ModelCertified:
         #: per cell, its latest change (old, new) and the records behind it
         self.last: dict[CellKey, tuple[str, str, int]] = {}
         self._saved: str | None = None
+        #: (position, replayed up to, decayed trials there) of :meth:`_trials_after`
+        self._replay: tuple[int, int, dict[CellKey, np.ndarray]] | None = None
 
     # ------------------------------------------------------------------ blocks
     def advance(self, source: BlockSource, upto: int, evaluation: int) -> list[CellEvent]:
@@ -161,6 +164,72 @@ class ModelCertified:
             None if last is None else last[2], fail, ok,
         )  # fmt: skip
 
+    def may_enter(
+        self, source: BlockSource, upto: int, attribute: str, codes: tuple[str, ...]
+    ) -> np.ndarray:
+        """Per group of ``attribute`` (in ``codes`` order): whether it enters a certified
+        cell's detectors in the block that an evaluation at stream position ``upto``
+        shows (the last block ending at a count hop at or before it).
+
+        Why: the release rule leaves out a group under the small-cell rule in the window
+        (it enters no window value), but the detectors weigh decayed block counts, which
+        can hold more of a group than the window does (a window of a few hops, a group
+        whose records stop): such a group's few new records would move the released
+        evidence, so it must hold the release like any group that enters a value
+        (docs/privacy.md, "Releases"). Exact and the same whatever the evaluations still
+        pending when the release is decided: the groups that enter a block are those
+        whose decayed trials reached the support after the block before it, replayed
+        here from the file (:meth:`_trials_after`) when the detectors have not taken
+        that block yet.
+        """
+        hop = self.config.window.hop_records
+        last = (int(upto) // hop) * hop  # the end of the block shown
+        out = np.zeros(len(codes), dtype=bool)
+        cells = {k: c for k, c in self.grid.cells.items() if k[1] == attribute}
+        if not cells or last <= 0:
+            return out
+        trials = None if last <= self.position else self._trials_after(source, last - hop)
+        for key, cell in cells.items():
+            if trials is None:  # the block shown is taken: the groups it took
+                entering = np.asarray(cell.entering, dtype=bool)
+                if last < self.position:  # a start mid-hop (a file before v12): and next
+                    entering = entering | np.all(cell.n >= cell.min_group_support, axis=0)
+            else:
+                entering = np.asarray(np.all(trials[key] >= cell.min_group_support, axis=0))
+            at = {g: i for i, g in enumerate(cell.groups)}
+            for j, code in enumerate(codes):
+                i = at.get(code)
+                out[j] |= i is not None and bool(entering[i])
+        return out
+
+    def _trials_after(self, source: BlockSource, end: int) -> dict[CellKey, np.ndarray]:
+        """Each cell's decayed trials (rates x groups) after the block ending at stream
+        position ``end`` (a count hop not before :attr:`position`): the state's, then the
+        blocks not taken yet read from ``source`` and decayed as
+        :meth:`~monitor.core.certify.CertifiedCell.update` does. Cached while the
+        detectors stay where they are, so consecutive hops read each block once."""
+        hop = self.config.window.hop_records
+        cached = self._replay
+        if cached is None or cached[0] != self.position or cached[1] > end:
+            state = {k: np.array(c.n, dtype=np.float64) for k, c in self.grid.cells.items()}
+            cached = (self.position, self.position, state)
+        at, trials = cached[1], {k: v.copy() for k, v in cached[2].items()}
+        while at < end:
+            upto = min((at // hop + 1) * hop, end)
+            free, joined = block_tables(
+                source.block_records(self.model_id, at, upto), self.config
+            )
+            for (metric, attribute), cell in self.grid.cells.items():
+                table = (joined if needs_label(metric) else free).get(attribute)
+                if table is None:
+                    continue
+                counts = block_counts(table, cell.spec)
+                ns = np.stack([np.asarray(counts[r][1], np.float64) for r in cell.spec.rates])
+                trials[(metric, attribute)] = cell.decay * trials[(metric, attribute)] + ns
+            at = upto
+        self._replay = (self.position, at, trials)
+        return trials
+
     def verdicts(self) -> dict[CellKey, CertifiedVerdict]:
         out = {}
         for key in self.grid.cells:
@@ -194,9 +263,9 @@ class ModelCertified:
             if (m, a) in self.grid.cells:
                 self.last[(m, a)] = (str(old), str(new), int(records))
         self.grid.restore(saved.get("cells") or {})
-        self._saved = None
+        self._saved = self._replay = None
 
     def start_at(self, position: int) -> None:
         """Start from a stream position (a file written before certified verdicts)."""
         self.position = int(position)
-        self._saved = None
+        self._saved = self._replay = None

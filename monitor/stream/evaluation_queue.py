@@ -35,6 +35,7 @@ from monitor.core.axis1 import CellResult
 from monitor.core.outcome_split import run_split
 from monitor.core.results import EvaluationRecord, WindowPosition
 from monitor.stream import eval_worker
+from monitor.stream.certified import BlockSource
 from monitor.stream.model_state import ModelState
 from monitor.stream.publication import WindowCounts
 from monitor.stream.window import ModelWindow, WindowCoverage
@@ -99,16 +100,26 @@ class EvaluationQueue:
         if use_worker:
             eval_worker.start()
 
-    def snapshot(self, w: ModelWindow, ms: ModelState, now: pd.Timestamp) -> Job:
+    def snapshot(
+        self, w: ModelWindow, ms: ModelState, now: pd.Timestamp, source: BlockSource | None = None
+    ) -> Job:
         """A hop evaluation of window ``w`` (model state ``ms``) at its current stream
-        position; a position not evaluated yet takes the model's release decision."""
+        position; a position not evaluated yet takes the model's release decision
+        (``source``: the file's blocks, for the groups that enter the certified
+        detectors: ModelCertified.may_enter; None: the window's groups only)."""
         seed = evaluation_seed(self.config.axis1.seed, w.model_id, w.arrivals)
         window = WindowPosition(w.kind, w.first_seq, w.last_seq, w.arrivals, seed)
         release: frozenset[str] = frozenset()
         bases = None
         if ms.evaluated is None or w.arrivals > ms.evaluated:  # not a position done already
             counts = WindowCounts.of(w, ms.publication.bases())
-            release, bases = ms.publication.decide(counts)
+            certified = None
+            if source is not None:
+                certified = {
+                    attr: ms.certified.may_enter(source, w.arrivals, attr, g.codes)
+                    for attr, g in counts.groups.items()
+                }
+            release, bases = ms.publication.decide(counts, certified)
         return Job(
             w.model_id, now, seed, window, release=release, bases=bases, predictions=w.n,
             with_outcome=w.with_outcome, coverage=w.coverage(),

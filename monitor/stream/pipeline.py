@@ -200,8 +200,9 @@ class Pipeline:
         # the rebuilt window holds the records the live one held at ``end``: the release
         # rule decides as it did then, from the release points restored from the file
         job = self.queue.snapshot(
-            w, self._models[model_id], pd.Timestamp(self.clock(), unit="s", tz="UTC")
-        )
+            w, self._models[model_id], pd.Timestamp(self.clock(), unit="s", tz="UTC"),
+            self.store,
+        )  # fmt: skip
         self.queue.compute(job, w)
         return job
 
@@ -473,7 +474,7 @@ class Pipeline:
                 if cursor is not None:
                     cursor.apply(w, w.arrivals)
                 if self.queue.use_worker:
-                    job = self.queue.snapshot(w, ms, now)
+                    job = self.queue.snapshot(w, ms, now, self.store)
                     self._evaluated_now(ms)
                     submitted.append((job, w.split_tables()))
                 else:
@@ -578,7 +579,7 @@ class Pipeline:
         if ms.evaluated is not None and w.arrivals <= ms.evaluated:
             self._evaluated_now(ms)
             return None  # this stream position is evaluated already
-        job = self.queue.snapshot(w, ms, now)
+        job = self.queue.snapshot(w, ms, now, self.store)
         self._evaluated_now(ms)
         self.queue.compute(job, w)
         return self._apply(job, report, interim)

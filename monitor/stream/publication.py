@@ -6,8 +6,9 @@ the rule of :mod:`monitor.core.privacy`:
 
 * the **cells of an attribute** publish an evaluation only when every group of that
   attribute that can enter a cell's value (:data:`min_support` records now or at the last
-  release) differs from the last release by 0 or at least 11 records; otherwise they keep
-  showing the last released evaluation, in full (value, verdict, VFR and tier together, so
+  release, or that enters a cell's certified detectors) differs from the last release by
+  0 or at least 11 records; otherwise they keep showing the last released evaluation,
+  in full (value, verdict, VFR and tier together, so
   a reader never sees a verdict beside the value of another evaluation). Stored
   evaluations carry ``released``, so the window history shows releases only;
 * a **group** (records and selection rate) is released the same way on its own records,
@@ -174,10 +175,15 @@ class ModelPublication:
             out.add(self.window[0].seq)
         return out
 
-    def decide(self, counts: WindowCounts) -> tuple[frozenset[str], dict[str, Any]]:
+    def decide(
+        self, counts: WindowCounts, certified: Mapping[str, np.ndarray] | None = None
+    ) -> tuple[frozenset[str], dict[str, Any]]:
         """The attributes whose cells this evaluation releases (their release point moves
         here) and the release points after it (for :meth:`publish`); also releases the
-        groups and the window size (:attr:`model`)."""
+        groups and the window size (:attr:`model`). ``certified``: per attribute, the
+        groups (in code order) whose records can move a cell's certified evidence
+        (:meth:`~monitor.stream.certified.ModelCertified.may_enter`): they hold the
+        release like a group that enters the cells' values, whatever their size."""
         if not reportable(counts.records):
             # a window under the small-cell rule publishes its cells' identity only: shown,
             # but not a release point (there is no figure to difference against)
@@ -192,6 +198,8 @@ class ModelPublication:
                 counted = (g.records >= self.min_support) | (
                     then >= self.min_support if then.size == g.records.size else True
                 )
+                if certified is not None and attr in certified:
+                    counted = counted | certified[attr]
                 if not releasable(int(d) for d in counts.differs(attr, base)[counted]):
                     continue
             self.attribute_bases[attr] = here

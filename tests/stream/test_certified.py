@@ -253,3 +253,31 @@ def test_a_file_written_before_certified_verdicts_starts_them_at_its_position(tm
     for m in ("model-00", "model-01"):  # the first block after the restart: 801-1200
         assert pipe._models[m].certified.position == 1200
         assert all(c.records <= 400 for c in pipe._models[m].certified.verdicts().values())
+
+
+def test_the_groups_that_enter_a_block_are_known_before_the_detectors_take_it(planted):
+    """``may_enter`` (what holds a release of the certified evidence) says the same for
+    a block whatever the detectors have taken when the release is decided: replayed from
+    the file two hops or fifteen behind, read off the state one block behind, and the
+    groups the detectors did enter when they took the block."""
+    store, _ = planted
+    hop = CFG.window.hop_records
+    for model in ("model-00", "model-01"):
+        behind = ModelCertified(model, CFG)  # takes no block: every answer is replayed
+        ref = ModelCertified(model, CFG)
+        codes = {a.name: a.codes for a in CFG.grid_attributes}
+        for upto in range(hop, 6000 // hop * hop + 1, hop):
+            ref.advance(store, upto - hop, 0)
+            one_behind = {a: ref.may_enter(store, upto, a, c) for a, c in codes.items()}
+            replayed = {a: behind.may_enter(store, upto, a, c) for a, c in codes.items()}
+            ref.advance(store, upto, 0)
+            taken = {a: ref.may_enter(store, upto, a, c) for a, c in codes.items()}
+            mid_hop = {a: ref.may_enter(store, upto + hop // 2, a, c) for a, c in codes.items()}
+            for a in codes:
+                entered = np.zeros(len(codes[a]), dtype=bool)
+                for (_, attr), cell in ref.grid.cells.items():
+                    if attr == a:
+                        entered |= np.asarray(cell.entering, dtype=bool)
+                for got in (one_behind[a], replayed[a], taken[a], mid_hop[a]):
+                    np.testing.assert_array_equal(got, entered, err_msg=f"{model} {a} {upto}")
+        assert ref.position == 6000 // hop * hop and behind.position == 0

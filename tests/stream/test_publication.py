@@ -213,3 +213,32 @@ def test_cohort_release_is_the_symmetric_difference_of_the_record_sets(steps):
         assert ok == expected
         if ok:
             published, base = dict(records), here
+
+
+def test_a_small_group_that_enters_the_certified_detectors_holds_the_release():
+    """A group under 11 records in the window enters no cell's value and holds nothing
+    back, unless it enters the certified detectors (``certified``: the groups
+    ModelCertified.may_enter names): then its 1-10 new records hold the release."""
+    cfg = _config("count", 1_000)
+    seq = 0
+
+    def batch(groups):
+        nonlocal seq
+        n = len(groups)
+        b = RecordBatch(
+            np.arange(seq + 1, seq + n + 1), np.full(n, 1_700_000_000 * 10**9),
+            {"race": np.asarray(groups, dtype=np.int64)}, np.ones(n, np.int64),
+            np.ones(n, np.int64), np.full(n, 0.5),
+        )  # fmt: skip
+        seq += n
+        return b
+
+    first = [0] * 5 + [1] * 40 + [2] * 40
+    enters = {"race": np.array([True, True, True, False])}
+    for certified, released in ((None, {"race"}), (enters, set())):
+        seq = 0
+        w, pub = ModelWindow("m", cfg), ModelPublication()
+        w.add(batch(first))
+        assert pub.decide(WindowCounts.of(w, pub.bases()), certified)[0] == {"race"}
+        w.add(batch([0] + [1] * 11 + [2] * 11))  # the small group: one record more
+        assert pub.decide(WindowCounts.of(w, pub.bases()), certified)[0] == released
