@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
+import numba
 import numpy as np
 
 from monitor.config import SMALL_CELL_RECORDS
@@ -262,9 +263,42 @@ def expected_calibration_error(t: Tallies) -> np.ndarray:
     """
     if t.bin_n is None or t.bin_score is None:
         raise ValueError("calibration needs bin tallies")
-    label_sum = t.bin_n[..., :, 1, :]
-    gap = np.abs(label_sum - t.bin_score).sum(axis=-1)
-    return _ratio(gap, t.bin_n.sum(axis=(-1, -2)))
+    n, score = t.bin_n, t.bin_score
+    same_layout = n.shape[:-2] + n.shape[-1:] == score.shape
+    if same_layout and n.flags.c_contiguous and score.flags.c_contiguous:
+        gaps = np.empty(score.shape)
+        records = np.empty(score.shape[:-1])
+        B = score.shape[-1]
+        _ece_terms_kernel(n.reshape(-1, 2, B), score.reshape(-1, B), gaps.reshape(-1, B),
+                          records.reshape(-1))  # fmt: skip
+        return _ratio(gaps.sum(axis=-1), records)
+    # other layouts (a broadcast, a strided view): numpy's temporaries, as ever
+    gap = np.abs(n[..., :, 1, :] - score).sum(axis=-1)
+    return _ratio(gap, n.sum(axis=(-1, -2)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _ece_terms_kernel(
+    bin_n: np.ndarray, bin_score: np.ndarray, gaps: np.ndarray, records: np.ndarray
+) -> None:
+    """Per row r (a group of one tally): gaps[r, b] = |bin_n[r, 1, b] - bin_score[r, b]|
+    and records[r] = the sum of bin_n[r] (the ECE's terms and denominator).
+
+    Why compiled: in numpy the gaps cost a subtraction from a strided view and two fresh
+    (cells x K x G x B) temporaries, and the records a reduction over two short axes: with
+    page faults, ~3 ms for the largest stack of ``bench axis1``; this loop takes ~0.1 ms.
+    The figures are the same to the bit: a subtraction and an absolute value are exactly
+    rounded in any code, and ``bin_n`` holds counts, whose sums are exact integers in any
+    order. The gaps' float sum over bins stays numpy's, on an array of the same layout as
+    before (C order).
+    """
+    R, B = bin_score.shape
+    for r in range(R):
+        total = 0.0
+        for b in range(B):
+            gaps[r, b] = abs(bin_n[r, 1, b] - bin_score[r, b])
+            total += bin_n[r, 0, b] + bin_n[r, 1, b]
+        records[r] = total
 
 
 def calibration_max_ece(t: Tallies, support: np.ndarray, min_support: float = 1) -> np.ndarray:

@@ -15,7 +15,13 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from monitor.core.counts import CountTable
-from monitor.core.metrics import METRICS, Tallies, passes, tallies_from_table
+from monitor.core.metrics import (
+    METRICS,
+    Tallies,
+    expected_calibration_error,
+    passes,
+    tallies_from_table,
+)
 from monitor.reference.metrics import metric_from_records
 from tests.support.strategies import cohorts
 
@@ -135,3 +141,22 @@ def test_pass_rules(value, threshold, direction, expected):
 def test_unknown_direction_is_an_error():
     with pytest.raises(ValueError, match="direction"):
         passes(np.array([0.5]), 0.5, ">")
+
+
+def test_compiled_ece_is_numpys_to_the_bit():
+    """The compiled ECE terms (C-ordered stacks) give numpy's figures bit for bit, on a
+    strided view (numpy's own path) as on a contiguous stack; an empty group is NaN."""
+    rng = np.random.default_rng(3)
+    bin_n = rng.integers(0, 40, size=(3, 50, 4, 2, 10)).astype(np.float64)
+    bin_n[0, 0, 1] = 0.0
+    bin_score = rng.uniform(0, 1, size=(3, 50, 4, 10)) * bin_n.sum(axis=-2)
+    zeros = np.zeros((3, 50, 4))
+    t = Tallies(zeros, zeros, zeros, zeros, bin_n=bin_n, bin_score=bin_score)
+    gap = np.abs(bin_n[..., :, 1, :] - bin_score).sum(axis=-1)
+    den = bin_n.sum(axis=(-1, -2))
+    expected = np.divide(gap, den, out=np.full(den.shape, np.nan), where=den > 0)
+    got = expected_calibration_error(t)
+    assert got.tobytes() == expected.tobytes()
+    assert math.isnan(got[0, 0, 1])
+    strided = Tallies(zeros, zeros, zeros, zeros, bin_n=bin_n[:, ::2], bin_score=bin_score[:, ::2])
+    assert expected_calibration_error(strided).tobytes() == expected[:, ::2].tobytes()
