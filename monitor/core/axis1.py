@@ -1015,16 +1015,11 @@ def _stack_drivers(
     ``entered`` (M, G): the groups that entered each point value; ``col``: the stack's
     summary as lists; ``withheld()``: each table's groups withheld whatever the rate.
     """
+    dominant_pass, n_pass = col["dominant_pass"], col["n_pass"]
     rows = [
         row
         for row, v in enumerate(point_values)
-        if not math.isnan(v)
-        and needs_drivers(
-            verdict_word(point_pass[row]),
-            verdict_word(col["dominant_pass"][row]),
-            col["n_pass"][row],
-            K,
-        )
+        if not math.isnan(v) and needs_drivers(point_pass[row], dominant_pass[row], n_pass[row], K)
     ]
     if not rows:
         return {}
