@@ -801,7 +801,8 @@ def _evaluate_stacks(
     Why the per-cell part is written as it is: it runs once per cell (hundreds per
     evaluation) in Python, so what depends on the table only (its facts, the groups its
     drivers withhold) is computed once per table, the stack's arrays are turned into lists
-    once per metric, and cells are made by :func:`_new_cell` (``bench axis1``)."""
+    once per metric, and cells are made by :func:`_whole_cell` from a copy of each
+    table's fields (``bench axis1``)."""
     results: dict[tuple[int, str], CellResult] = {}
     for key, members in stacks.items():
         boot = drawn(key)
@@ -812,7 +813,8 @@ def _evaluate_stacks(
         support = np.stack([p.support for p in tables])  # (M, G)
         support_pt = np.stack([p.support_point for p in tables])
         ms = tables[0].min_support
-        facts = [_table_facts(p, K) for p in tables]
+        # every field of a table's cells in order, defaults and the table's facts set
+        bases = [{**_CELL_TEMPLATE, **_table_facts(p, K)} for p in tables]
 
         def withheld_of(tables: list[_Prepared] = tables) -> list[frozenset[str]]:
             return [_size_withheld(p) for p in tables]
@@ -840,27 +842,31 @@ def _evaluate_stacks(
                 else None
             )
             same = {"metric": rule.name, "threshold": rule.threshold, "direction": rule.direction}
+            evaluable, n_undefined = col["evaluable"], col["n_undefined"]
+            n_pass, vfr, dominant_pass = col["n_pass"], col["vfr"], col["dominant_pass"]
+            sigma, mean, sd = col["sigma"], col["mean"], col["sd"]
+            ci_low, ci_high = col["ci_low"], col["ci_high"]
             for row, i in enumerate(members):
                 value = pv[row]
-                if col["evaluable"][row] and not math.isnan(value):
+                if evaluable[row] and not math.isnan(value):
                     ev = EVALUABLE  # the common case: no tallies to build
                 else:
-                    ev = _evaluability(rule.name, tables[row], value, col["n_undefined"][row], K)
+                    ev = _evaluability(rule.name, tables[row], value, n_undefined[row], K)
                 ok = ev.evaluable
                 cell = {
-                    **facts[row],
+                    **bases[row],
                     **same,
                     "value": value,
                     "point_verdict": verdict_word(pp[row], ok),
-                    "n_pass": col["n_pass"][row],
-                    "vfr": col["vfr"][row] if ok else math.nan,
-                    "dominant_verdict": verdict_word(col["dominant_pass"][row], ok),
-                    "sigma": col["sigma"][row] if ok else math.nan,
-                    "mean": col["mean"][row],
-                    "sd": col["sd"][row],
-                    "ci_low": col["ci_low"][row],
-                    "ci_high": col["ci_high"][row],
-                    "n_undefined": col["n_undefined"][row],
+                    "n_pass": n_pass[row],
+                    "vfr": vfr[row] if ok else math.nan,
+                    "dominant_verdict": verdict_word(dominant_pass[row], ok),
+                    "sigma": sigma[row] if ok else math.nan,
+                    "mean": mean[row],
+                    "sd": sd[row],
+                    "ci_low": ci_low[row],
+                    "ci_high": ci_high[row],
+                    "n_undefined": n_undefined[row],
                     "min_denominator": float(min_den[row]),
                     "evaluable": ok,
                     "not_evaluable_reason": ev.reason,
@@ -871,7 +877,7 @@ def _evaluate_stacks(
                 # a cell that is not evaluable has no disparity to explain or pool
                 if ok:
                     cell.update(driver_fields(drivers.get(row)))
-                results[(i, rule.name)] = _new_cell(cell)
+                results[(i, rule.name)] = _whole_cell(cell, check=not row)
                 if pooled is not None and ok:
                     results[(i, rule.name)] = with_pooled(
                         results[(i, rule.name)], pooled, row, pooled_verdict
@@ -919,7 +925,6 @@ _REQUIRED = object()
 _CELL_TEMPLATE = {
     f.name: _REQUIRED if f.default is MISSING else f.default for f in fields(CellResult)
 }
-_REQUIRED_FIELDS = frozenset(k for k, v in _CELL_TEMPLATE.items() if v is _REQUIRED)
 
 
 def _new_cell(values: Mapping[str, Any]) -> CellResult:
@@ -928,14 +933,23 @@ def _new_cell(values: Mapping[str, Any]) -> CellResult:
     hundreds of cells of an evaluation that cost ~5 % of the engine's random draws
     (``bench axis1``). The object is the same: every field set, in field order, defaults
     for the ones not given; an unknown or missing field is refused as ``__init__`` would."""
-    d = dict(_CELL_TEMPLATE)
-    d.update(values)
-    if len(d) != len(_CELL_TEMPLATE):
+    return _whole_cell({**_CELL_TEMPLATE, **values}, check=True)
+
+
+def _whole_cell(values: dict[str, Any], check: bool) -> CellResult:
+    """The CellResult of ``values``, a dict started from a copy of ``_CELL_TEMPLATE`` (every
+    field in order), which the cell takes over as its own. Why: the engine starts each
+    table's cells from one copy of the template with the table's facts, rather than
+    copying the template and checking the fields in every cell (:func:`_new_cell`). An
+    unknown field is refused always, a missing one when ``check`` (the engine checks one
+    cell of each metric and stack: all its cells are made of the same keys)."""
+    if len(values) != len(_CELL_TEMPLATE):
         raise TypeError(f"CellResult has no field {sorted(set(values) - set(_CELL_TEMPLATE))}")
-    if not values.keys() >= _REQUIRED_FIELDS:
-        raise TypeError(f"CellResult needs {sorted(_REQUIRED_FIELDS - values.keys())}")
+    if check and any(v is _REQUIRED for v in values.values()):
+        missing = sorted(k for k, v in values.items() if v is _REQUIRED)
+        raise TypeError(f"CellResult needs {missing}")
     cell = object.__new__(CellResult)
-    cell.__dict__.update(d)
+    object.__setattr__(cell, "__dict__", values)
     return cell
 
 
