@@ -18,6 +18,8 @@ from monitor.core.counts import CountTable
 from monitor.core.metrics import (
     METRICS,
     Tallies,
+    _extremes,
+    _numpy_extremes,
     expected_calibration_error,
     passes,
     tallies_from_table,
@@ -160,3 +162,20 @@ def test_compiled_ece_is_numpys_to_the_bit():
     assert math.isnan(got[0, 0, 1])
     strided = Tallies(zeros, zeros, zeros, zeros, bin_n=bin_n[:, ::2], bin_score=bin_score[:, ::2])
     assert expected_calibration_error(strided).tobytes() == expected[:, ::2].tobytes()
+
+
+def test_compiled_extremes_are_numpys_to_the_bit():
+    """The compiled min/max over valid groups equals numpy's loop bit for bit: ties, rows
+    with fewer than two valid groups, a broadcast mask; a valid NaN or zeros of both signs
+    in a row fall back to numpy (whose own rules decide those bits)."""
+    rng = np.random.default_rng(5)
+    values = rng.integers(0, 6, size=(7, 40, 5)) / 4.0  # many ties
+    valid = rng.random((7, 1, 5)) < 0.6
+    for v, ok in ((values, valid), (values[:, 0], valid[:, 0]), (values[0, 0], valid[0, 0])):
+        (lo, hi), (want_lo, want_hi) = _extremes(v, ok), _numpy_extremes(v, ok)
+        assert lo.shape == want_lo.shape and lo.tobytes() == want_lo.tobytes()
+        assert hi.shape == want_hi.shape and hi.tobytes() == want_hi.tobytes()
+    signed = np.array([[0.0, -0.0, 1.0], [np.nan, 0.5, 0.2]])
+    for row in signed:
+        got, want = _extremes(row, np.ones(3, bool)), _numpy_extremes(row, np.ones(3, bool))
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
