@@ -466,9 +466,12 @@ def defined_moments(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     v = np.asarray(values, dtype=np.float64)
     defined = ~np.isnan(v)
     n_def = defined.sum(axis=-1)
-    filled = np.where(defined, v, 0.0)
+    # every draw defined (the common case) in C order: the masked copies would be v and
+    # v - mean themselves, in the same layout, so the sums below are the same to the bit
+    whole = v.flags.c_contiguous and bool(defined.all())
+    filled = v if whole else np.where(defined, v, 0.0)
     mean = np.divide(filled.sum(axis=-1), n_def, out=np.full(n_def.shape, np.nan), where=n_def > 0)
-    dev = np.where(defined, v - mean[..., None], 0.0)
+    dev = v - mean[..., None] if whole else np.where(defined, v - mean[..., None], 0.0)
     var = np.divide(
         (dev * dev).sum(axis=-1), n_def - 1, out=np.full(n_def.shape, np.nan), where=n_def > 1
     )
@@ -495,8 +498,7 @@ def summarise_draws(values: np.ndarray, threshold: float, direction: str) -> dic
         sigma = np.where(sd > 0, gap / sd, np.where(gap > 0, np.inf, 0.0))
     sigma = np.where(np.isnan(sd), np.nan, sigma)
     ordered = np.sort(v, axis=-1)  # NaN (undefined) sorts last
-    ci_low = percentile_of_sorted(ordered, n_def, 2.5)
-    ci_high = percentile_of_sorted(ordered, n_def, 97.5)
+    ci_low, ci_high = percentiles_of_sorted(ordered, n_def, (2.5, 97.5))
     return {
         "n_pass": n_pass,
         "vfr": vfr,
@@ -521,15 +523,25 @@ def percentile_of_sorted(ordered: np.ndarray, count: np.ndarray, q: float) -> np
     >>> percentile_of_sorted(np.array([[1.0, 2.0, 3.0, np.nan]]), np.array([3]), 50.0).tolist()
     [2.0]
     """
+    return percentiles_of_sorted(ordered, count, (q,))[0]
+
+
+def percentiles_of_sorted(
+    ordered: np.ndarray, count: np.ndarray, qs: Sequence[float]
+) -> list[np.ndarray]:
+    """:func:`percentile_of_sorted` for each of ``qs``, the values picked in one gather
+    (the arithmetic of each percentile is the same, element by element)."""
     count = np.asarray(count)
-    pos = (q / 100.0) * np.maximum(count - 1, 0)
-    lo = np.floor(pos).astype(np.int64)
-    hi = np.minimum(lo + 1, np.maximum(count - 1, 0))
-    frac = pos - lo
-    v_lo = np.take_along_axis(ordered, lo[..., None], axis=-1)[..., 0]
-    v_hi = np.take_along_axis(ordered, hi[..., None], axis=-1)[..., 0]
-    out = v_lo + (v_hi - v_lo) * frac
-    return np.where(count > 0, out, np.nan)
+    top = np.maximum(count - 1, 0)
+    pos = [(q / 100.0) * top for q in qs]
+    lo = [np.floor(p).astype(np.int64) for p in pos]
+    idx = [i for low in lo for i in (low, np.minimum(low + 1, top))]
+    picked = np.take_along_axis(ordered, np.stack(idx, axis=-1), axis=-1)
+    out = []
+    for n, (p, low) in enumerate(zip(pos, lo, strict=True)):
+        v_lo, v_hi = picked[..., 2 * n], picked[..., 2 * n + 1]
+        out.append(np.where(count > 0, v_lo + (v_hi - v_lo) * (p - low), np.nan))
+    return out
 
 
 # ----------------------------------------------------------------------------- evaluable
