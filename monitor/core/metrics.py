@@ -168,6 +168,23 @@ def _numpy_extremes(values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, 
     return np.where(defined, lo, np.nan), np.where(defined, hi, np.nan)
 
 
+def _count_total(counts: np.ndarray) -> np.ndarray:
+    """``counts.sum(axis=-1)`` of counts (integer-valued floats) or flags, column by column.
+
+    Why: numpy's reduction over a short last axis (the groups) costs ~70 us on a stack's
+    (cells x K x G) tallies, a few column additions a tenth of that. The same to the bit:
+    sums of integers (below 2**53) are exact in any order; flags count as int64, as
+    numpy's sum of booleans does."""
+    G = counts.shape[-1]
+    dtype = np.int64 if counts.dtype == np.bool_ else counts.dtype
+    if G == 0:
+        return np.zeros(counts.shape[:-1], dtype)
+    out = counts[..., 0].astype(dtype)
+    for g in range(1, G):
+        out += counts[..., g]
+    return out
+
+
 def positives(t: Tallies) -> np.ndarray:
     """Records with label 1 per group: the TPR denominator."""
     out: np.ndarray = t.tp + t.fn
@@ -286,15 +303,15 @@ def theil_index_between_groups(
     # benefit 0: (y=1, d=0); 1: (y=0, d=0) and (y=1, d=1); 2: (y=0, d=1)
     benefit = t.tn + t.tp + 2.0 * t.fp
     benefit = np.where(support, benefit, 0.0)
-    total_n = n_g.sum(axis=-1, keepdims=True)
-    mu = _ratio(benefit.sum(axis=-1, keepdims=True), total_n)
+    total_n = _count_total(n_g)[..., None]
+    mu = _ratio(_count_total(benefit)[..., None], total_n)
     rel = _ratio(_ratio(benefit, n_g), mu)  # mu_g / mu
     term = np.zeros_like(rel)
     pos = support & (rel > 0)
     np.multiply(rel, np.log(np.where(pos, rel, 1.0)), out=term, where=pos)
     weights = _ratio(n_g, total_n)
-    ti = np.where(support, weights * term, 0.0).sum(axis=-1)
-    defined = (support.sum(axis=-1) >= 2) & (mu[..., 0] > 0)
+    ti = np.where(support, weights * term, 0.0).sum(axis=-1)  # a float sum: numpy's own
+    defined = (_count_total(support) >= 2) & (mu[..., 0] > 0)
     return np.where(defined, ti, np.nan)
 
 
