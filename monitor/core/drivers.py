@@ -445,15 +445,16 @@ def stack_drivers(
     else:
         names = driver_rate_names(name, _row(point, idx_all), point_valid[idx_all])
         by_rate = [(rate, idx_all[names == rate]) for rate in sorted(set(names.tolist()))]
+    ok = point_valid.tolist()
     for rate, idx in by_rate:
         lo, hi = stack_shares(name, rate, boot, support, ms, idx)
-        pt = _row(point, idx)
-        rates, dens = group_rates(rate, pt).tolist(), rate_denominators(rate, pt).tolist()
-        ok = point_valid[idx].tolist()
+        # the point rates of every row (a dozen numbers: cheaper than picking rows first;
+        # row by row the same arithmetic)
+        rates, dens = group_rates(rate, point).tolist(), rate_denominators(rate, point).tolist()
         lo_l, hi_l = lo.tolist(), hi.tolist()
         for j, r in enumerate(idx.tolist()):
             out[r] = _assemble(
-                rate, groups, rates[j], ok[j], dens[j], lo_l[j], hi_l[j], withheld[r]
+                rate, groups, rates[r], ok[r], dens[r], lo_l[j], hi_l[j], withheld[r]
             )
     return out
 
