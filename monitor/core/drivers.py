@@ -206,6 +206,26 @@ def _rounded(x: float) -> float:
     return math.nan if r is None else float(r)
 
 
+#: share -> round(share, RATE_DECIMALS), for :func:`_rounded_share` (bounded: see there).
+_SHARES_ROUNDED: dict[float, float] = {}
+
+
+def _rounded_share(x: float) -> float:
+    """``round(x, RATE_DECIMALS)`` of a finite share of resamples, remembered.
+
+    Why: Python's round of a float to 2 decimals costs ~0.25 us (a correctly rounded
+    decimal conversion), a cell's drivers round up to a dozen shares, and a share is a
+    count over K: an evaluation sees few distinct values. Only positive shares are
+    remembered (0.0 and -0.0 are equal keys but round to different floats); the memo
+    stops growing at 2**16 entries."""
+    r = _SHARES_ROUNDED.get(x)
+    if r is None:
+        r = round(x, RATE_DECIMALS)
+        if x > 0 and len(_SHARES_ROUNDED) < 65536:
+            _SHARES_ROUNDED[x] = r
+    return r
+
+
 def _assemble(
     rate: str,
     groups: Sequence[str],
@@ -218,33 +238,38 @@ def _assemble(
 ) -> Drivers | None:
     """One cell's Drivers from its per-group figures (plain lists), privacy applied:
     ``withheld`` (:func:`size_withheld` of its table) and any group whose rate rests on
-    fewer than SMALL_CELL records (:func:`withheld_groups`)."""
+    fewer than SMALL_CELL records (:func:`withheld_groups`).
+
+    Why written out as it is: it runs for every failing or flipping cell of a grid
+    (hundreds an evaluation, ``bench axis1``); ``min``/``max`` keep the first of equal
+    rates, so the lowest and the highest group are the earliest of their ties."""
     entered = [i for i, flag in enumerate(ok) if flag and not math.isnan(rates[i])]
     if len(entered) < 2:
         return None
-    lo_i = min(entered, key=lambda i: (rates[i], i))
-    hi_i = max(entered, key=lambda i: (rates[i], -i))
+    lo_i = min(entered, key=rates.__getitem__)
+    hi_i = max(entered, key=rates.__getitem__)
     small = [groups[i] for i, d in enumerate(dens) if d < SMALL_CELL]
     hidden = withheld.union(small) if small else withheld
-
-    def shown(i: int, x: float) -> float:
-        return math.nan if groups[i] in hidden else _rounded(x)
-
+    lo_g, hi_g = groups[lo_i], groups[hi_i]
+    lo_hidden, hi_hidden = lo_g in hidden, hi_g in hidden
+    nan = math.nan
     return Drivers(
-        rate=rate,
-        low_group=None if groups[lo_i] in hidden else groups[lo_i],
-        high_group=None if groups[hi_i] in hidden else groups[hi_i],
-        low_rate=shown(lo_i, rates[lo_i]),
-        high_rate=shown(hi_i, rates[hi_i]),
-        low_share=shown(lo_i, lo_sh[lo_i]),
-        high_share=shown(hi_i, hi_sh[hi_i]),
-        low_withheld=groups[lo_i] in hidden,
-        high_withheld=groups[hi_i] in hidden,
+        rate,
+        None if lo_hidden else lo_g,
+        None if hi_hidden else hi_g,
+        nan if lo_hidden else _rounded(rates[lo_i]),
+        nan if hi_hidden else _rounded(rates[hi_i]),
+        nan if lo_hidden or not math.isfinite(lo_sh[lo_i]) else _rounded_share(lo_sh[lo_i]),
+        nan if hi_hidden or not math.isfinite(hi_sh[hi_i]) else _rounded_share(hi_sh[hi_i]),
+        lo_hidden,
+        hi_hidden,
         # a share > 0 is finite: rounded as rounded_rate would, without its calls
-        shares=tuple(
-            (groups[i], round(lo_sh[i], RATE_DECIMALS), round(hi_sh[i], RATE_DECIMALS))
-            for i in entered
-            if (lo_sh[i] > 0 or hi_sh[i] > 0) and groups[i] not in hidden
+        tuple(
+            [
+                (groups[i], _rounded_share(lo_sh[i]), _rounded_share(hi_sh[i]))
+                for i in entered
+                if (lo_sh[i] > 0 or hi_sh[i] > 0) and groups[i] not in hidden
+            ]
         ),
     )
 
@@ -415,25 +440,30 @@ def stack_drivers(
     if not rows:
         return out
     idx_all = np.asarray(rows, dtype=np.int64)
-    names = driver_rate_names(name, _row(point, idx_all), point_valid[idx_all])
-    for rate in sorted(set(names.tolist())):
-        idx = idx_all[names == rate]
+    if name in _FIXED_RATES:  # one rate for every row: no per-row names to build
+        by_rate = [(_FIXED_RATES[name], idx_all)]
+    else:
+        names = driver_rate_names(name, _row(point, idx_all), point_valid[idx_all])
+        by_rate = [(rate, idx_all[names == rate]) for rate in sorted(set(names.tolist()))]
+    ok = point_valid.tolist()
+    for rate, idx in by_rate:
         lo, hi = stack_shares(name, rate, boot, support, ms, idx)
-        pt = _row(point, idx)
-        rates, dens = group_rates(rate, pt).tolist(), rate_denominators(rate, pt).tolist()
-        ok = point_valid[idx].tolist()
+        # the point rates of every row (a dozen numbers: cheaper than picking rows first;
+        # row by row the same arithmetic)
+        rates, dens = group_rates(rate, point).tolist(), rate_denominators(rate, point).tolist()
         lo_l, hi_l = lo.tolist(), hi.tolist()
         for j, r in enumerate(idx.tolist()):
             out[r] = _assemble(
-                rate, groups, rates[j], ok[j], dens[j], lo_l[j], hi_l[j], withheld[r]
+                rate, groups, rates[r], ok[r], dens[r], lo_l[j], hi_l[j], withheld[r]
             )
     return out
 
 
-def needs_drivers(point_verdict: str, dominant_verdict: str, n_pass: int, K: int) -> bool:
-    """A cell gets drivers when it fails (point or dominant verdict) or flips (its
-    resamples disagree: 0 < n_pass < K)."""
-    return point_verdict == "fail" or dominant_verdict == "fail" or 0 < n_pass < K
+def needs_drivers(point_pass: bool, dominant_pass: bool, n_pass: int, K: int) -> bool:
+    """A cell gets drivers when it fails (its point or dominant verdict is not a pass) or
+    flips (its resamples disagree: 0 < n_pass < K). Flags rather than verdict words: the
+    engine asks it of every cell."""
+    return not point_pass or not dominant_pass or 0 < n_pass < K
 
 
 # ----------------------------------------------------------------------------- intersections

@@ -15,7 +15,15 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from monitor.core.counts import CountTable
-from monitor.core.metrics import METRICS, Tallies, passes, tallies_from_table
+from monitor.core.metrics import (
+    METRICS,
+    Tallies,
+    _extremes,
+    _numpy_extremes,
+    expected_calibration_error,
+    passes,
+    tallies_from_table,
+)
 from monitor.reference.metrics import metric_from_records
 from tests.support.strategies import cohorts
 
@@ -135,3 +143,39 @@ def test_pass_rules(value, threshold, direction, expected):
 def test_unknown_direction_is_an_error():
     with pytest.raises(ValueError, match="direction"):
         passes(np.array([0.5]), 0.5, ">")
+
+
+def test_compiled_ece_is_numpys_to_the_bit():
+    """The compiled ECE terms (C-ordered stacks) give numpy's figures bit for bit, on a
+    strided view (numpy's own path) as on a contiguous stack; an empty group is NaN."""
+    rng = np.random.default_rng(3)
+    bin_n = rng.integers(0, 40, size=(3, 50, 4, 2, 10)).astype(np.float64)
+    bin_n[0, 0, 1] = 0.0
+    bin_score = rng.uniform(0, 1, size=(3, 50, 4, 10)) * bin_n.sum(axis=-2)
+    zeros = np.zeros((3, 50, 4))
+    t = Tallies(zeros, zeros, zeros, zeros, bin_n=bin_n, bin_score=bin_score)
+    gap = np.abs(bin_n[..., :, 1, :] - bin_score).sum(axis=-1)
+    den = bin_n.sum(axis=(-1, -2))
+    expected = np.divide(gap, den, out=np.full(den.shape, np.nan), where=den > 0)
+    got = expected_calibration_error(t)
+    assert got.tobytes() == expected.tobytes()
+    assert math.isnan(got[0, 0, 1])
+    strided = Tallies(zeros, zeros, zeros, zeros, bin_n=bin_n[:, ::2], bin_score=bin_score[:, ::2])
+    assert expected_calibration_error(strided).tobytes() == expected[:, ::2].tobytes()
+
+
+def test_compiled_extremes_are_numpys_to_the_bit():
+    """The compiled min/max over valid groups equals numpy's loop bit for bit: ties, rows
+    with fewer than two valid groups, a broadcast mask; a valid NaN or zeros of both signs
+    in a row fall back to numpy (whose own rules decide those bits)."""
+    rng = np.random.default_rng(5)
+    values = rng.integers(0, 6, size=(7, 40, 5)) / 4.0  # many ties
+    valid = rng.random((7, 1, 5)) < 0.6
+    for v, ok in ((values, valid), (values[:, 0], valid[:, 0]), (values[0, 0], valid[0, 0])):
+        (lo, hi), (want_lo, want_hi) = _extremes(v, ok), _numpy_extremes(v, ok)
+        assert lo.shape == want_lo.shape and lo.tobytes() == want_lo.tobytes()
+        assert hi.shape == want_hi.shape and hi.tobytes() == want_hi.tobytes()
+    signed = np.array([[0.0, -0.0, 1.0], [np.nan, 0.5, 0.2]])
+    for row in signed:
+        got, want = _extremes(row, np.ones(3, bool)), _numpy_extremes(row, np.ones(3, bool))
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
