@@ -634,10 +634,12 @@ def latest_axis_results(
 @overload
 def latest_axis_results(c: duckdb.DuckDBPyConnection, axis: str) -> Mapping[str, AxisResult]: ...
 def latest_axis_results(c: duckdb.DuckDBPyConnection, axis: str) -> Mapping[str, AxisResult]:
-    """model_id -> its latest result of one scheduled axis, typed (monitor.store.codec)."""
+    """model_id -> its latest result of one scheduled axis, typed (monitor.store.codec), in
+    model order (a dict whose order does not depend on DuckDB's threads)."""
     rows = c.execute(
         "SELECT model_id, payload FROM (SELECT *, row_number() OVER (PARTITION BY model_id "
-        "ORDER BY computed_at DESC) AS rn FROM axis_results WHERE axis = ?) WHERE rn = 1",
+        "ORDER BY computed_at DESC) AS rn FROM axis_results WHERE axis = ?) WHERE rn = 1 "
+        "ORDER BY model_id",
         [axis],
     ).fetchall()
     return {m: decode_axis_result(axis, p) for m, p in rows}
