@@ -239,13 +239,19 @@ def published_audit_point(c: AuditCell) -> CellPoint:
 
 
 def guarded_point(p: CellPoint) -> CellPoint:
-    """``p`` with every figure withheld: the guard, when ``[axis1] min_group_support`` is
-    below SMALL_CELL (a metric may then rest on a group of fewer than 11 records). Its
-    tier rests on the figures, so it goes too; the reason a cell is not evaluable, what
-    it needs, its support note and its wait to N* stay (the report shows none of them,
-    nor the certified verdict, for a suppressed point)."""
+    """``p`` with its identity only, as a window of fewer than SMALL_CELL records keeps
+    it: the guard, when ``[axis1] min_group_support`` is below SMALL_CELL (a metric may
+    then rest on a group of fewer than 11 records). Its tier rests on the figures, so it
+    goes too, and so do the words derived from them (why it is not evaluable and what it
+    needs, its support note, its wait to N*) and its certified verdict: the page shows
+    none of them for a suppressed point, and none is left for a later step to show."""
     return replace(
         p,
+        not_evaluable_reason="",
+        needs="",
+        support_note="",
+        time_to_reliable="",
+        certified=None,
         value=None,
         vfr=None,
         ci_low=None,
@@ -272,16 +278,16 @@ def guarded_point(p: CellPoint) -> CellPoint:
     )
 
 
-def without_small_axes(p: CellPoint, axis2: bool, axis3: bool) -> CellPoint:
-    """``p`` when its model's Axis 2 (``axis2``) and Axis 3 (``axis3``) results may be
-    shown; else their figures (N*, kappa) withheld, and the tier resting on them. A point
-    already withheld stays as it is."""
-    if not (axis2 or axis3) or p.suppressed:
+def without_small_axes(p: CellPoint, small_axis2: bool, small_axis3: bool) -> CellPoint:
+    """``p`` without the figure of a scheduled axis whose model's cohort held fewer than
+    SMALL_CELL records (``small_axis2``: N*; ``small_axis3``: kappa), nor the tier resting
+    on it; ``p`` itself when neither is small. A point already withheld stays as it is."""
+    if not (small_axis2 or small_axis3) or p.suppressed:
         return p
     return replace(
         p,
-        n_star=None if axis2 else p.n_star,
-        kappa=None if axis3 else p.kappa,
+        n_star=None if small_axis2 else p.n_star,
+        kappa=None if small_axis3 else p.kappa,
         tier=WITHHELD_TIER,
         confirmed_tier=None,
         failed_axes=(),

@@ -126,6 +126,12 @@ def test_the_guard_withholds_every_figure_of_a_large_point():
     assert {g.dominant_verdict, g.point_verdict, g.confirmed_verdict, g.confirmed_tier} == {None}
     assert {g.driver, g.driver_clause, g.pooled_value, g.pooled_vfr, g.coverage_gap} == {None}
     assert (g.failed_axes, g.pending_axes, g.partial, g.coverage_reason) == ((), (), False, "")
+    # identity only, as a small window keeps it: no words derived from the figures either
+    assert (g.not_evaluable_reason, g.needs, g.support_note, g.time_to_reliable) == ("",) * 4
+    assert g.certified is None
+    small = published_point({**ROW, "window_n": 4}, AT, LABELS)
+    shown = {f.name for f in fields(CellPoint) if f.name not in IDENTITY}
+    assert {n: getattr(g, n) for n in shown} == {n: getattr(small, n) for n in shown}
 
 
 def test_guard_off_and_no_small_axis_leave_a_point_as_published():
