@@ -25,6 +25,7 @@ import numpy as np
 from monitor.config import MIN_GROUP_SUPPORT, MonitorConfig
 from monitor.core.axis1 import CellResult, run_axis1
 from monitor.core.counts import CountTable
+from monitor.core.engine_options import engine_options
 
 #: Pass-rule tolerance, as in monitor.core.metrics.passes.
 _TOL = 1e-12
@@ -476,7 +477,7 @@ def vfr_cells(
                                                     bins)
         for g in groups
     }  # fmt: skip
-    return run_axis1(tables, config, config.axis1.seed, threads=1)
+    return run_axis1(tables, engine_options(config, threads=1), config.axis1.seed)
 
 
 def vfr_objective(

@@ -29,6 +29,7 @@ from monitor.audit.input_errors import left_out_lines
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
 from monitor.core.axis1 import run_axis1
+from monitor.core.engine_options import engine_options
 from monitor.core.tables import tables_from_frame
 from monitor.publish.cells import published_audit_cell
 from monitor.publish.counts import published_left_out
@@ -123,9 +124,9 @@ def run_audit(
         "read and validate input", lambda: load_audit_cohort(path, config)
     )
     tables = prog.step("count tables", lambda: tables_from_frame(cohort.records, config))
-    a1 = prog.step(
-        "axis 1: verdict flip rate", lambda: run_axis1(tables, config, config.axis1.seed)
-    )
+    engine = engine_options(config)
+    seed = config.axis1.seed
+    a1 = prog.step("axis 1: verdict flip rate", lambda: run_axis1(tables, engine, seed))
     a2 = prog.step(
         "axis 2: minimum audit size",
         lambda: run_axis2(tables, config, cohort_days(cohort.records)),

@@ -226,8 +226,7 @@ class PoolingConfig(_Strict):
     (monitor.core.pooling; docs/method.md, "Pooled estimates"). Off by default."""
 
     enabled: bool = False
-    #: attributes to pool; empty: every attribute whose groups are all combinations
-    #: named "a x b" (the intersections)
+    #: ``[[intersections]]`` attributes to pool (by name, "race_x_sex"); empty: every one
     attributes: tuple[str, ...] = ()
     #: a fixed prior strength in records; None: method of moments in every evaluation
     prior_strength: float | None = Field(None, gt=0.0)
@@ -568,7 +567,25 @@ class MonitorConfig(_Strict):
                 raise ValueError(f"equilense.reference.{attr}: unknown attribute or group code")
         self._check_models(names)
         self._check_intersections(names)
+        self._check_pooling()
         return self
+
+    def _check_pooling(self) -> None:
+        """Pooling needs each combined group's parents: only ``[[intersections]]`` pool, and
+        enabling it without one would do nothing, silently."""
+        inters = [i.name for i in self.intersections]
+        unknown = sorted(set(self.pooling.attributes) - set(inters))
+        if unknown:
+            raise ValueError(
+                f"pooling.attributes: {unknown} are not [[intersections]] attributes; pooling "
+                f"applies to intersections only (configured: {inters or 'none'})"
+            )
+        if self.pooling.enabled and not inters:
+            raise ValueError(
+                "pooling.enabled: no [[intersections]] are configured, so nothing would pool; "
+                'add one (e.g. [[intersections]] attributes = ["race", "sex"]) or remove '
+                "[pooling]"
+            )
 
     def _check_intersections(self, names: list[str]) -> None:
         """Each intersection names configured attributes, once, and its name is new."""
