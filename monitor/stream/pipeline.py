@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -52,6 +52,9 @@ from monitor.stream.stats import PipelineStats
 from monitor.stream.window import ModelWindow, RecordBatch
 from monitor.stream.window_joins import JoinCursor, join_outcomes
 
+if TYPE_CHECKING:  # river's detectors: imported by the service that makes one
+    from monitor.core.drift import DriftBook
+
 __all__ = ["AxisCache", "BatchReport", "Pipeline", "PipelineStats"]
 
 log = logging.getLogger(__name__)
@@ -66,13 +69,13 @@ class Pipeline:
         store: Store,
         *,
         on_batch: Callable[[BatchReport], None] | None = None,
-        drift: Any | None = None,
+        drift: DriftBook | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.config = config
         self.store = store
         self.on_batch = on_batch
-        self.drift = drift  # a DriftBook-like object: update(key, value) -> bool
+        self.drift = drift
         self.clock = clock
         #: each model held in memory: its window, trackers, latest cells, counters
         self._models: dict[str, ModelState] = {}
