@@ -44,13 +44,13 @@ from monitor.stream.axis_cache import AxisCache
 from monitor.stream.batch_report import BatchReport
 from monitor.stream.evaluation_queue import EvaluationQueue, Job
 from monitor.stream.intake import Intake
+from monitor.stream.join_store import Joins
+from monitor.stream.join_windows import JoinCursor, join_outcomes
 from monitor.stream.model_state import ModelState, ModelView
-from monitor.stream.outcome_join import Joins
 from monitor.stream.ownership import Partition, PartitionOwnership
 from monitor.stream.restore import missing_hop_points, rebuilt_window, restore_models
 from monitor.stream.stats import PipelineStats
 from monitor.stream.window import ModelWindow, RecordBatch
-from monitor.stream.window_joins import JoinCursor, join_outcomes
 
 if TYPE_CHECKING:  # river's detectors: imported by the service that makes one
     from monitor.core.drift import DriftBook
@@ -445,7 +445,7 @@ class Pipeline:
         """The window updates and hop points of :meth:`_advance_windows`; returns the hop
         evaluations for the worker and the models touched.
 
-        An outcome counts from its ``label_pos`` (monitor.stream.join.label_position):
+        An outcome counts from its ``label_pos`` (monitor.stream.join_rules.label_position):
         before the evaluation at a hop point E every join with label_pos <= E is applied,
         the rest after the model's last new record of the batch."""
         hop = self.config.window.hop_records
