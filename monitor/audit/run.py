@@ -28,8 +28,8 @@ from batch_axes.runner import cohort_days, combine_cell, run_axis2, run_axis3, r
 from monitor.audit.input_errors import left_out_lines
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
+from monitor.config.engine import engine_options
 from monitor.core.axis1 import run_axis1
-from monitor.core.engine_options import engine_options
 from monitor.core.tables import tables_from_frame
 from monitor.publish.cells import published_audit_cell
 from monitor.publish.counts import published_left_out
