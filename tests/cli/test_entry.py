@@ -35,7 +35,7 @@ _PROBE = """
 import json, sys
 from monitor.cli import main
 try:
-    main(json.loads(sys.argv[1]))
+    code = main(json.loads(sys.argv[1]))
 except SystemExit as exc:
     code = exc.code
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
