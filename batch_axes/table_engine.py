@@ -33,6 +33,7 @@ from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import EquiLenseResult
 from batch_axes.runner import (
+    Tables,
     combine_cell,
     run_axis2,
     run_axis3_counts,
@@ -117,15 +118,22 @@ def axis3_notes(results: dict[str, Axis3Result]) -> list[str]:
                    if r.reason or r.note})  # fmt: skip
 
 
+def _partition(tables: AuditTables) -> tuple[AuditTables, AuditTables, Tables]:
+    """(the models whose outcomes are all in, those missing some, the latter's label-free
+    tables)."""
+    whole = AuditTables(tuple(m for m in tables if m.free is None))
+    split = AuditTables(tuple(m for m in tables if m.free is not None))
+    free = {(m.model_id, k): t for m in split for k, t in m.label_free().tables.items()}
+    return whole, split, free
+
+
 def _axis1(tables: AuditTables, options: EngineOptions, seed: int) -> list[CellResult]:
     """Axis 1 of every model: one run of the models whose outcomes are all in, a split run
     (label-free metrics on every record) of those missing some; cells in model order."""
-    whole = AuditTables(tuple(m for m in tables if m.free is None))
-    split = AuditTables(tuple(m for m in tables if m.free is not None))
+    whole, split, free = _partition(tables)
     cells = run_axis1(whole.joined_tables(), options, seed) if whole.models else []
     if not split.models:
         return cells
-    free = {(m.model_id, k): t for m in split for k, t in m.label_free().tables.items()}
     cells += run_split(free, split.joined_tables(), options, seed)
     return sorted(cells, key=lambda c: c.model_id)  # stable: each model's order is kept
 
@@ -134,12 +142,10 @@ def _axis2(tables: AuditTables, config: MonitorConfig) -> list[Axis2Cell]:
     """Axis 2 of every model (as :func:`batch_axes.runner.run_axis2_counts`, all models in
     one run): a model missing outcomes has its label-free metrics on every record."""
     days = tables.cohort_days()
-    whole = AuditTables(tuple(m for m in tables if m.free is None))
-    split = AuditTables(tuple(m for m in tables if m.free is not None))
+    whole, split, free = _partition(tables)
     cells = run_axis2(whole.joined_tables(), config, days) if whole.models else []
     free_rules, labelled = split_rules(config.metrics)
     if split.models and free_rules:
-        free = {(m.model_id, k): t for m in split for k, t in m.label_free().tables.items()}
         cells += run_axis2(free, config, days, free_rules)
     if split.models and labelled:
         cells += run_axis2(split.joined_tables(), config, days, labelled)
