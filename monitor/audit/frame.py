@@ -49,12 +49,12 @@ from monitor.config import (
     EXPORTABLE_ID,
     GROUP_CODE,
     INTERSECTION_CODE_SEP,
-    KNOWN_METRICS,
     MonitorConfig,
     config_from_mapping,
     load_config,
 )
 from monitor.config.errors import ConfigError
+from monitor.core.method import KNOWN_METRICS
 from monitor.publish.cells import published_audit_cell
 from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL
 

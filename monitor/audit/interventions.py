@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from monitor.config import MIN_GROUP_SUPPORT, MonitorConfig
+from monitor.config.engine import engine_options
 from monitor.core.axis1 import CellResult, run_axis1
 from monitor.core.counts import CountTable
-from monitor.core.engine_options import engine_options
 
 #: Pass-rule tolerance, as in monitor.core.metrics.passes.
 _TOL = 1e-12

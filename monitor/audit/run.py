@@ -23,14 +23,13 @@ from typing import Any, TextIO
 import pandas as pd
 
 from batch_axes.audit_cell import AuditCell
+from batch_axes.audit_tables import audit_tables_from_frame
 from batch_axes.equilense import EquiLenseResult
-from batch_axes.runner import cohort_days, combine_cell, run_axis2, run_axis3, run_equilense
+from batch_axes.runner import run_equilense
+from batch_axes.table_engine import run_tables
 from monitor.audit.input_errors import left_out_lines
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
-from monitor.core.axis1 import run_axis1
-from monitor.core.engine_options import engine_options
-from monitor.core.tables import tables_from_frame
 from monitor.publish.cells import published_audit_cell
 from monitor.publish.counts import published_left_out
 from monitor.publish.equilense import published_equilense
@@ -123,39 +122,21 @@ def run_audit(
     cohort: AuditCohort = prog.step(
         "read and validate input", lambda: load_audit_cohort(path, config)
     )
-    tables = prog.step("count tables", lambda: tables_from_frame(cohort.records, config))
-    engine = engine_options(config)
-    seed = config.axis1.seed
-    a1 = prog.step("axis 1: verdict flip rate", lambda: run_axis1(tables, engine, seed))
-    a2 = prog.step(
-        "axis 2: minimum audit size",
-        lambda: run_axis2(tables, config, cohort_days(cohort.records)),
+    tables = prog.step(
+        "count tables", lambda: audit_tables_from_frame(cohort.records, config)
     )
-    a3 = prog.step(
-        "axis 3: hospital agreement",
-        lambda: {
-            str(m): run_axis3(str(m), sub, config)
-            for m, sub in cohort.records.groupby("model_id", sort=True)
-        },
-    )
-    a2_by = {(c.model_id, c.metric, c.attribute): c for c in a2}
-    # small-cell rule: a model with fewer than 11 records in the cohort shows "<11" in
-    # place of every figure of its cells (files and printed summary alike: published_audit_cell)
-    cells = [
-        combine_cell(c, a2_by.get((c.model_id, c.metric, c.attribute)), a3.get(c.model_id), config)
-        for c in a1
-    ]
+    # the engine on count tables (a network's coordinator runs the same on summed tables),
+    # then what needs the records: EquiLense's MPPD
+    result = run_tables(tables, config, equilense=False, step=prog.step)
     eq = prog.step(
         "equilense: group metrics and MPPD",
         lambda: run_equilense(
-            cohort.records, cohort.features, cohort.feature_names, tables, config
+            cohort.records, cohort.features, cohort.feature_names, tables.joined_tables(),
+            config,
         ),
-    )
-    notes = sorted(
-        {f"{m}: axis 3 {r.reason or r.note}" for m, r in a3.items() if r.reason or r.note}
-    )
+    )  # fmt: skip
     return AuditReport(
-        cells=cells, equilense=eq, timings=dict(prog.timings), notes=notes,
+        cells=result.cells, equilense=eq, timings=dict(prog.timings), notes=result.notes,
         left_out=dict(cohort.left_out),
     )  # fmt: skip
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from monitor.bench.synthetic import model_name, synthetic_cohort, synthetic_tables
 from monitor.config import DEFAULT_INTERSECTIONS, IntersectionConfig, MonitorConfig
+from monitor.config.engine import engine_options
 from monitor.core import axis1, sampling
 from monitor.core.axis1 import (
     DrawParams,
@@ -39,7 +40,6 @@ from monitor.core.axis1 import (
     run_axis1,
     table_rng,
 )
-from monitor.core.engine_options import engine_options
 from monitor.core.metrics import NEEDS_BINS
 from monitor.core.tables import grid_groups
 from monitor.reference.axis1 import reference_axis1

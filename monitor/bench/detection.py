@@ -46,6 +46,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from monitor.config import MetricRule, MonitorConfig
+from monitor.config.engine import engine_options
 from monitor.core.axis1 import run_axis1
 from monitor.core.certify import (
     CertifiedCell,
@@ -55,7 +56,6 @@ from monitor.core.certify import (
     threshold_for_budget,
 )
 from monitor.core.counts import CountTable
-from monitor.core.engine_options import engine_options
 from monitor.core.events import ReliableVerdict
 
 #: The demo's volume: scored records per model in its year (2026), ~87,700.

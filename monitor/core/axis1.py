@@ -40,7 +40,6 @@ from typing import Any, TypeVar
 import numba
 import numpy as np
 
-from monitor.config import INTERSECTION_CODE_SEP, MIN_GROUP_SUPPORT, MetricRule
 from monitor.core import sampling
 from monitor.core.counts import HI_SCALE, LO_SCALE, CountTable
 from monitor.core.drivers import (
@@ -53,6 +52,7 @@ from monitor.core.drivers import (
 )
 from monitor.core.engine_options import EngineOptions
 from monitor.core.intersections import Intersection
+from monitor.core.method import INTERSECTION_CODE_SEP, MIN_GROUP_SUPPORT, MetricRule
 from monitor.core.metrics import (
     METRICS,
     NEEDS_BINS,

@@ -1,20 +1,12 @@
-"""How the Axis 1 engine is run, read once from the configuration.
+"""How the Axis 1 engine is run: its parameters, read once from the configuration
+(:func:`monitor.config.engine.engine_options`).
 
 Why one type: the offline audit, the streaming service (in process and in its evaluation
 worker), the intervention audit and the benches each spelt K, N, the support rule and the
 pooling options again, and the stream never passed pooling at all: a setting honoured by
 one path and silently dropped by another. Every path now builds :class:`EngineOptions`
-with :func:`engine_options` and hands it to :func:`monitor.core.axis1.run_axis1` or
-:func:`monitor.core.outcome_split.run_split`.
-
->>> from monitor.config import config_from_mapping
->>> cfg = config_from_mapping({"intersections": [{"attributes": ["race", "sex"]}],
-...                            "pooling": {"enabled": True, "prior_strength": 100}})
->>> opts = engine_options(cfg)
->>> opts.K, opts.N, sorted(opts.pooled_attributes), opts.prior_strength
-(500, 10000, ['race_x_sex'], 100.0)
->>> engine_options(cfg, threads=1).threads
-1
+with :func:`monitor.config.engine.engine_options` and hands it to
+:func:`monitor.core.axis1.run_axis1` or :func:`monitor.core.outcome_split.run_split`.
 """
 
 from __future__ import annotations
@@ -22,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from monitor.config import MIN_GROUP_SUPPORT, MetricRule, MonitorConfig
-from monitor.core.intersections import Intersection, intersections_of
+from monitor.core.intersections import Intersection
+from monitor.core.method import MIN_GROUP_SUPPORT, MetricRule
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,25 +36,3 @@ class EngineOptions:
     pooled_attributes: frozenset[str] = frozenset()
     prior_strength: float | None = None
     pooled_verdict: bool = False
-
-
-def engine_options(config: MonitorConfig, threads: int | None = None) -> EngineOptions:
-    """The configured engine: ``[axis1]``, ``metrics``, ``[[intersections]]`` and
-    ``[pooling]``; ``threads`` overrides ``axis1.threads`` (the service evaluates one
-    model at a time, where a thread pool costs more than it saves)."""
-    a, pc = config.axis1, config.pooling
-    intersections = intersections_of(config)
-    pooled: frozenset[str] = frozenset()
-    if pc.enabled:
-        pooled = frozenset(pc.attributes) if pc.attributes else frozenset(intersections)
-    return EngineOptions(
-        rules=tuple(config.metrics),
-        K=a.K,
-        N=a.N,
-        min_group_support=a.min_group_support,
-        threads=a.threads if threads is None else threads,
-        intersections=intersections,
-        pooled_attributes=pooled,
-        prior_strength=pc.prior_strength,
-        pooled_verdict=pc.enabled and pc.verdict == "pooled",
-    )

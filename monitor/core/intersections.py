@@ -18,6 +18,8 @@ now come from the configuration, by position, and are never parsed out of a name
 [[0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1]]
 >>> race_x_sex.parent_groups_of("race")
 ('2', '2', '3', '3', '5', '5')
+
+Built from a configuration by :func:`monitor.config.engine.intersections_of`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from monitor.config import INTERSECTION_CODE_SEP, MonitorConfig
+from monitor.core.method import INTERSECTION_CODE_SEP
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,18 +80,6 @@ class Intersection:
                 "in configured order: build intersection tables from the same configuration "
                 "(monitor.core.tables.tables_from_frame)"
             )
-
-
-def intersections_of(config: MonitorConfig) -> dict[str, Intersection]:
-    """name -> :class:`Intersection` for every ``[[intersections]]`` entry of ``config``."""
-    return {
-        inter.name: Intersection(
-            inter.name,
-            tuple(inter.attributes),
-            tuple(config.attribute(a).codes for a in inter.attributes),
-        )
-        for inter in config.intersections
-    }
 
 
 def parents_by_name(intersections: Mapping[str, Intersection]) -> dict[str, tuple[str, ...]]:

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from monitor.config import MetricRule, MonitorConfig
 from monitor.core.axis1 import CellResult, evaluate_axis1, run_axis1
 from monitor.core.counts import CountTable
 from monitor.core.engine_options import EngineOptions
-from monitor.core.tables import tables_from_frame
+from monitor.core.method import MetricRule
+from monitor.core.tables import GridSpec, tables_from_frame
 
 #: metrics computed from decisions and groups only
 LABEL_FREE_METRICS = frozenset({"DI", "SPD"})
@@ -103,7 +103,7 @@ def _split_calls(
 
 
 def split_tables_from_frame(
-    frame: pd.DataFrame, config: MonitorConfig
+    frame: pd.DataFrame, config: GridSpec
 ) -> tuple[dict[tuple[str, str], CountTable], dict[tuple[str, str], CountTable]]:
     """(label-free tables, label-based tables) of a frame of records whose label is -1
     while unknown: every record at label 0, and the records with their label."""

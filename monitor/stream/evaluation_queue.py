@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import MonitorConfig
+from monitor.config.engine import engine_options
 from monitor.core.axis1 import CellResult
-from monitor.core.engine_options import engine_options
 from monitor.core.outcome_split import run_split
 from monitor.core.results import EvaluationRecord, WindowPosition
 from monitor.stream import eval_worker

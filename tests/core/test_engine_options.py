@@ -5,7 +5,8 @@ from __future__ import annotations
 import pickle
 
 from monitor.config import config_from_mapping
-from monitor.core.engine_options import EngineOptions, engine_options
+from monitor.config.engine import engine_options
+from monitor.core.engine_options import EngineOptions
 
 CFG = config_from_mapping(
     {

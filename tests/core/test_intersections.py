@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor.config import config_from_mapping
-from monitor.core.intersections import Intersection, intersections_of
+from monitor.config.engine import intersections_of
+from monitor.core.intersections import Intersection
 
 codes = st.lists(st.text("abcdefgh0123456789", min_size=1, max_size=3), min_size=2, max_size=4,
                  unique=True)  # fmt: skip

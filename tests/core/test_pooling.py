@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.config import MetricRule, config_from_mapping
+from monitor.config.engine import engine_options
 from monitor.core.axis1 import evaluate_axis1, pooling_specs, run_axis1
 from monitor.core.counts import CountTable
-from monitor.core.engine_options import engine_options
 from monitor.core.intersections import Intersection
 from monitor.core.metrics import Tallies
 from monitor.core.pooling import (

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from monitor.config import ConfigError, config_from_mapping
+from monitor.config.engine import engine_options
 from monitor.core.counts import CountTable
-from monitor.core.engine_options import engine_options
 from monitor.core.outcome_split import run_split, split_tables_from_frame
 from monitor.core.tables import tables_from_frame
 from monitor.store import Store

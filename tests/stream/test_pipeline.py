@@ -17,7 +17,7 @@ from consumers.base import (
 )
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
-from monitor.core.engine_options import engine_options
+from monitor.config.engine import engine_options
 from monitor.core.outcome_split import run_split, split_tables_from_frame
 from monitor.store import Store, queries
 from monitor.stream.pipeline import (
