@@ -291,8 +291,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         results_outbox=fleet,
     )
     stop = threading.Event()
-    # SIGTERM/SIGINT: stop within service.shutdown_grace_s, or stacks to the log and exit 70
-    guard = ShutdownGuard(stop, config.service.shutdown_grace_s, on_stop=service.begin_stop)
+    # SIGTERM/SIGINT: stop within [service.shutdown] grace_s, or stacks to the log and exit 70
+    guard = ShutdownGuard(stop, config.service.shutdown.grace_s, on_stop=service.begin_stop)
     guard.install()
     relay = None
     source: KafkaSource | EmbeddedSource
@@ -371,7 +371,7 @@ def _cmd_view(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        view.start(config.service.http_port if args.port is None else args.port)
+        view.start(config.service.http.port if args.port is None else args.port)
         assert view.api is not None
         print(f"vfr-monitor view: serving /api and the report on {view.api.url}", flush=True)
         print(f"vfr-monitor view: DuckDB file {view.store.path}", flush=True)
@@ -587,8 +587,8 @@ def _run_config(stream: Any, features: Sequence[str]) -> str:
     age_days = (pd.Timestamp.now(tz="UTC") - oldest).total_seconds() / 86_400
     body = {
         "service": {
-            "event_time_bounds": "none",
-            "retention_discharge_days": max(400, math.ceil(age_days) + 365),
+            "intake": {"event_time_bounds": "none"},
+            "retention": {"discharge_days": max(400, math.ceil(age_days) + 365)},
         },
         "equilense": {"features": list(features)},
         "models": [{"id": m.model_id} for m in stream.models],
@@ -596,9 +596,10 @@ def _run_config(stream: Any, features: Sequence[str]) -> str:
     return (
         f"{RUN_CONFIG_HEADER} for the stream it produced: what `vfr-monitor run` needs to\n"
         "# store it (merge it into your own config, or pass it as it is with --config).\n"
-        "# [service] event_time_bounds: the event times are the synthetic 2026 calendar, not\n"
-        "#   the wall clock; retention_discharge_days: retention deletes by wall-clock age, so\n"
-        "#   this keeps the oldest event for a year from when this file was written.\n"
+        "# [service.intake] event_time_bounds: the event times are the synthetic 2026 calendar,\n"
+        "#   not the wall clock; [service.retention] discharge_days: retention deletes by\n"
+        "#   wall-clock age, so this keeps the oldest event for a year from when this file was\n"
+        "#   written.\n"
         "# [[models]]: the model registry; records of other model ids are dead-lettered.\n"
         + tomli_w.dumps(body)
     )
@@ -1041,7 +1042,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="the monitor service (Kafka, or an embedded replay)")
     r.add_argument("--config", default=None)
-    r.add_argument("--db", default=None, help="DuckDB file (default: [service] db_path)")
+    r.add_argument("--db", default=None, help="DuckDB file (default: [service.store] db_path)")
     r.add_argument("--port", type=PORT, default=None, help="HTTP port (0: any free port)")
     r.add_argument("--input", default=None, help="embedded replay file (csv, parquet, jsonl)")
     r.add_argument(
