@@ -285,13 +285,21 @@ class ServiceConfig(_Strict):
     #: compute the hop evaluations' Axis 1 bootstrap in a worker process beside ingestion
     #: (results are written with the next batch); false: inside the batch's transaction
     evaluation_worker: bool = True
+    #: the DuckDB file and DuckDB's memory: [service.store]
     store: StoreConfig = Field(default_factory=StoreConfig)
+    #: address, web-config file, API switch and limits of the HTTP server: [service.http]
     http: HttpConfig = Field(default_factory=HttpConfig)
+    #: cohort, cadence and early runs of the scheduled axes: [service.axes]
     axes: AxesConfig = Field(default_factory=AxesConfig)
+    #: how long records and results are kept: [service.retention]
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    #: which records are admitted: [service.intake]
     intake: IntakeConfig = Field(default_factory=IntakeConfig)
+    #: what a refused record leaves behind: [service.dead_letters]
     dead_letters: DeadLetterConfig = Field(default_factory=DeadLetterConfig)
+    #: the grace of SIGTERM/SIGINT: [service.shutdown]
     shutdown: ShutdownConfig = Field(default_factory=ShutdownConfig)
+    #: when /healthz reports a stall: [service.liveness]
     liveness: LivenessConfig = Field(default_factory=LivenessConfig)
 
     @model_validator(mode="before")
