@@ -224,7 +224,7 @@ def new_spelling(old: str) -> str:
     return f"[service.{section}] {key}"
 
 
-def moved_into_sections(data: Mapping[str, Any]) -> dict[str, Any]:
+def moved_into_sections(data: Mapping[str, object]) -> dict[str, object]:
     """``[service]`` as given, with each old flat key moved into its section.
 
     Logs a deprecation message once per old key; raises ValueError (``"<old key>: ..."``,
@@ -257,7 +257,7 @@ def moved_into_sections(data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def as_written(error: ConfigError, service: Any) -> ConfigError:
+def as_written(error: ConfigError, service: object) -> ConfigError:
     """``error`` naming the key as the file wrote it: a bad value given under an old flat
     key is reported under that key (``service.http_port``), not under the section it was
     moved into, which the file does not have.
@@ -307,7 +307,7 @@ class ServiceConfig(_Strict):
     def _flat_keys_moved(cls, data: Any) -> Any:
         return moved_into_sections(data) if isinstance(data, Mapping) else data
 
-    def flat_settings(self) -> dict[str, Any]:
+    def flat_settings(self) -> dict[str, object]:
         """The settings as JSON values under their old flat keys, in the old order.
 
         Why kept: the configuration hash a report shows (monitor.report.data.config_hash)
