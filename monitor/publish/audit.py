@@ -17,7 +17,7 @@ from batch_axes.audit_cell import AuditCell
 from batch_axes.equilense import EquiLenseResult
 from monitor.publish.cells import PublishedAuditCell, audit_cell_read, audit_cell_value
 from monitor.publish.counts import left_out_values
-from monitor.publish.encode import audit_cell_json, encoded_values
+from monitor.publish.encode import JsonObject, audit_cell_json, encoded_values
 from monitor.publish.equilense import PublishedEquiLense, equilense_read, equilense_value
 from monitor.publish.shown import Published
 
@@ -75,7 +75,7 @@ def audit_value(
     )
 
 
-def cells_json(audit: PublishedAudit) -> dict[str, Any]:
+def cells_json(audit: PublishedAudit) -> JsonObject:
     """``cells.json``: the cells' rows, the notes, the step timings and the left-out
     counts."""
     return {

@@ -20,7 +20,7 @@ from batch_axes.axis3 import Axis3Result, folds_note
 from batch_axes.equilense import EquiLenseResult
 from monitor.core.privacy import reportable
 from monitor.publish.counts import count_value, family_values, size_value
-from monitor.publish.encode import axis2_json, axis3_json, axis_row_json, scheduled_json
+from monitor.publish.encode import JsonObject, axis2_json, axis3_json, axis_row_json, scheduled_json
 from monitor.publish.equilense import PublishedEquiLense, equilense_value
 from monitor.publish.shown import SMALL, Published, Shown, Withheld
 
@@ -44,7 +44,7 @@ def axis2_value(cell: Axis2Cell) -> PublishedAxis2:
     return PublishedAxis2(cell, size_value(cell.cohort_n))
 
 
-def published_axis2(cell: Axis2Cell) -> dict[str, Any]:
+def published_axis2(cell: Axis2Cell) -> JsonObject:
     """:func:`axis2_value`'s JSON (:meth:`Axis2Cell.to_dict` with its cohort rounded)."""
     return axis2_json(axis2_value(cell))
 
@@ -83,7 +83,7 @@ def axis3_value(result: Axis3Result) -> PublishedAxis3:
     )
 
 
-def published_axis3(result: Axis3Result) -> dict[str, Any]:
+def published_axis3(result: Axis3Result) -> JsonObject:
     """:func:`axis3_value`'s JSON: :meth:`Axis3Result.to_dict` (the stored form, exact)
     with its counts, fold sizes, withheld folds and note as published."""
     return axis3_json(axis3_value(result))

@@ -31,6 +31,7 @@ from monitor.core.numbers import float_or_none
 from monitor.core.privacy import reportable, rounded_count
 from monitor.core.results import CellEvaluation, CertifiedVerdict
 from monitor.publish.encode import (
+    JsonObject,
     audit_cell_json,
     cell_json,
     certified_json,
@@ -126,9 +127,8 @@ def certified_value(c: CertifiedVerdict) -> PublishedCertified:
 
 
 @dataclass(frozen=True, slots=True)
-class CellIdentity:
-    """Which cell, which evaluation, which rule: what a withheld cell keeps
-    (:data:`CELL_IDENTITY`)."""
+class Identity:
+    """Which cell and which rule: what any withheld cell keeps."""
 
     model_id: str
     metric: str
@@ -136,6 +136,13 @@ class CellIdentity:
     threshold: float
     direction: str
     K: int
+
+
+@dataclass(frozen=True, slots=True)
+class CellIdentity(Identity):
+    """A cell of the service: which cell, which evaluation, which rule
+    (:data:`CELL_IDENTITY`)."""
+
     evaluation: int
     evaluated_at: str
     groups_left_out: tuple[str, ...]
@@ -199,7 +206,7 @@ def cell_value(cell: CellEvaluation) -> PublishedCell:
     return PublishedCell(identity, Shown(ShownCell(cell, counts, certified)))
 
 
-def published_evaluation(cell: CellEvaluation) -> dict[str, Any]:
+def published_evaluation(cell: CellEvaluation) -> JsonObject:
     """A released cell evaluation's JSON row, as the API and the fleet view serve it
     (:func:`cell_value`, encoded)."""
     return cell_json(cell_value(cell))
@@ -282,15 +289,9 @@ def event_value(
 
 
 @dataclass(frozen=True, slots=True)
-class AuditIdentity:
-    """Which audit cell and which rule: what a withheld one keeps (:data:`AUDIT_IDENTITY`)."""
+class AuditIdentity(Identity):
+    """An audit cell: which cell and which rule (:data:`AUDIT_IDENTITY`)."""
 
-    model_id: str
-    metric: str
-    attribute: str
-    threshold: float
-    direction: str
-    K: int
     groups_left_out: tuple[str, ...]
     groups_total: int
 
@@ -351,16 +352,17 @@ def audit_cell_value(cell: AuditCell) -> PublishedAuditCell:
 
 def audit_cell_read(cell: AuditCell) -> PublishedAuditCell:
     """A cell read back from ``cells.json`` (``AuditCell.from_dict``: its counts as
-    published, a withheld row read as identity only) as the published cell it was."""
-    if cell.withheld:
+    published, a withheld row read as identity only, with no cohort size) as the
+    published cell it was."""
+    if cell.cohort_n is None:
         return PublishedAuditCell(_audit_identity(cell), SMALL, tuple(cell.row()))
     shown = ShownAuditCell(
-        cell, cell.cohort_n, cell.resample_n, float_or_none(cell.min_denominator)  # type: ignore[arg-type]  # not withheld: a count
+        cell, cell.cohort_n, cell.resample_n, float_or_none(cell.min_denominator)
     )
     return PublishedAuditCell(_audit_identity(cell), Shown(shown))
 
 
-def published_audit_cell(cell: AuditCell) -> dict[str, Any]:
+def published_audit_cell(cell: AuditCell) -> JsonObject:
     """The audit's cells.csv / cells.json row (:meth:`AuditCell.row` under the rule:
     :func:`audit_cell_value`, encoded)."""
     return audit_cell_json(audit_cell_value(cell))
@@ -370,8 +372,8 @@ def published_audit_cell(cell: AuditCell) -> dict[str, Any]:
 
 
 def withhold(
-    row: dict[str, Any], n: int | float | None, keep: frozenset[str] = CELL_IDENTITY
-) -> dict[str, Any]:
+    row: JsonObject, n: int | float | None, keep: frozenset[str] = CELL_IDENTITY
+) -> JsonObject:
     """A JSON row with no typed source, unchanged when computed from ``n`` >= SMALL_CELL
     records; else every field not in ``keep`` withheld.
 
@@ -384,8 +386,8 @@ def withhold(
 
 
 def published_cell(
-    row: dict[str, Any], n: int | float | None, keep: frozenset[str] = CELL_IDENTITY
-) -> dict[str, Any]:
+    row: JsonObject, n: int | float | None, keep: frozenset[str] = CELL_IDENTITY
+) -> JsonObject:
     """A JSON cell row with no typed source as it leaves the service: withheld below the
     small-cell rule (:func:`withhold`), else with its record counts rounded and its
     certified verdict published, as :func:`cell_value` publishes a typed one.
@@ -403,15 +405,15 @@ def published_cell(
     )
 
 
-def published_windows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def published_windows(rows: Iterable[JsonObject]) -> list[JsonObject]:
     """JSON window rows with no typed source (:func:`window_value` publishes a stored
     one): each under :func:`published_cell` of its own window size, the seed kept."""
     return [published_cell(r, r.get("window_n"), WINDOW_IDENTITY) for r in rows]
 
 
 def published_event_rows(
-    rows: Iterable[dict[str, Any]], sizes: Mapping[tuple[str, int], int | None]
-) -> list[dict[str, Any]]:
+    rows: Iterable[JsonObject], sizes: Mapping[tuple[str, int], int | None]
+) -> list[JsonObject]:
     """JSON event rows with no typed source (:func:`event_value` publishes a stored
     event): an event of an evaluation whose window held fewer than 11 records
     (``sizes``: (model, evaluation) -> window records) withheld but its identity."""
@@ -421,9 +423,9 @@ def published_event_rows(
 __all__ = [
     "AUDIT_IDENTITY", "CELL_COUNTS", "CELL_IDENTITY", "CERTIFIED_COUNTS", "EVENT_IDENTITY",
     "WINDOW_IDENTITY", "AuditIdentity", "CellCounts", "CellIdentity", "EventFigures",
-    "PublishedAuditCell", "PublishedCell", "PublishedCertified", "PublishedEvent",
-    "PublishedWindow", "ShownAuditCell", "ShownCell", "audit_cell_read", "audit_cell_value",
-    "cell_value", "certified_value", "event_value", "published_audit_cell", "published_cell",
-    "published_evaluation", "published_event_rows", "published_windows", "window_value",
-    "withhold",
+    "Identity", "PublishedAuditCell", "PublishedCell", "PublishedCertified",
+    "PublishedEvent", "PublishedWindow", "ShownAuditCell", "ShownCell", "audit_cell_read",
+    "audit_cell_value", "cell_value", "certified_value", "event_value",
+    "published_audit_cell", "published_cell", "published_evaluation", "published_event_rows",
+    "published_windows", "window_value", "withhold",
 ]  # fmt: skip

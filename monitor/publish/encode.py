@@ -58,6 +58,11 @@ W = TypeVar("W")
 #: What a JSON or CSV output writes in place of a withheld figure.
 WITHHELD_TEXT = SMALL_CELL_LABEL
 
+#: A JSON object as an output writes it (a row of the API, of ``cells.json``, of
+#: ``mppd.json``): the one untyped shape of a published value, named so that every
+#: function returning one is visibly a JSON edge.
+JsonObject = dict[str, Any]
+
 
 @overload
 def encoded(p: Published[T]) -> T | str: ...
@@ -74,13 +79,13 @@ def encoded_values(values: Mapping[K, Published[T]]) -> dict[K, T | str]:
     return {k: v.value if isinstance(v, Shown) else WITHHELD_TEXT for k, v in values.items()}
 
 
-def withheld_row(columns: Iterable[str], identity: Mapping[str, Any]) -> dict[str, Any]:
+def withheld_row(columns: Iterable[str], identity: Mapping[str, Any]) -> JsonObject:
     """A withheld record's row: every column, the identity's as they are, each other one
     :data:`WITHHELD_TEXT`."""
     return {c: identity.get(c, WITHHELD_TEXT) for c in columns}
 
 
-def encoded_row(row: Mapping[str, Any], *published: Mapping[str, Any] | None) -> dict[str, Any]:
+def encoded_row(row: Mapping[str, Any], *published: Mapping[str, Any] | None) -> JsonObject:
     """A shown record's row: its stored form ``row`` with the published values of some of
     its columns (``published``: rounded counts, a published verdict) in their places."""
     out = dict(row)
@@ -90,7 +95,7 @@ def encoded_row(row: Mapping[str, Any], *published: Mapping[str, Any] | None) ->
     return out
 
 
-def csv_row(row: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+def csv_row(row: Mapping[str, Any], columns: Sequence[str]) -> JsonObject:
     """A JSON row as a CSV row of ``columns``: an empty field for null (a withheld figure
     is already :data:`WITHHELD_TEXT`)."""
     return {k: "" if row[k] is None else row[k] for k in columns}
@@ -99,7 +104,7 @@ def csv_row(row: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- cells
 
 
-def certified_json(c: PublishedCertified) -> dict[str, Any]:
+def certified_json(c: PublishedCertified) -> JsonObject:
     """A published certified verdict as ``CertifiedVerdict.to_dict`` lays it out."""
     n = c.last_change_records
     return {
@@ -110,7 +115,7 @@ def certified_json(c: PublishedCertified) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _cell_identity(i: CellIdentity) -> dict[str, Any]:
+def _cell_identity(i: CellIdentity) -> JsonObject:
     return {
         "model_id": i.model_id, "metric": i.metric, "attribute": i.attribute,
         "threshold": i.threshold, "direction": i.direction, "K": i.K,
@@ -120,7 +125,7 @@ def _cell_identity(i: CellIdentity) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def cell_json(p: PublishedCell) -> dict[str, Any]:
+def cell_json(p: PublishedCell) -> JsonObject:
     """A published cell's row: ``CellEvaluation.to_dict`` with its counts rounded and its
     certified verdict published, or its identity only."""
     if not isinstance(p.figures, Shown):
@@ -136,7 +141,7 @@ def cell_json(p: PublishedCell) -> dict[str, Any]:
     return encoded_row(shown.evaluation.to_dict(), counts, {"certified": certified})
 
 
-def window_json(p: PublishedWindow) -> dict[str, Any]:
+def window_json(p: PublishedWindow) -> JsonObject:
     """A published window row: the row's own columns, then its cell's (whose
     ``evaluation`` and ``evaluated_at`` are the ones shown)."""
     return {
@@ -148,7 +153,7 @@ def window_json(p: PublishedWindow) -> dict[str, Any]:
     }
 
 
-def event_json(p: PublishedEvent) -> dict[str, Any]:
+def event_json(p: PublishedEvent) -> JsonObject:
     """A published event's row: the events table's columns and its sentence."""
     from monitor.publish.events import EVENT_COLUMNS, event_row
 
@@ -166,7 +171,7 @@ def event_json(p: PublishedEvent) -> dict[str, Any]:
     return withheld_row((*EVENT_COLUMNS, "explanation"), identity)
 
 
-def _audit_identity(i: AuditIdentity) -> dict[str, Any]:
+def _audit_identity(i: AuditIdentity) -> JsonObject:
     return {
         "model_id": i.model_id, "metric": i.metric, "attribute": i.attribute,
         "threshold": i.threshold, "direction": i.direction, "K": i.K,
@@ -174,7 +179,7 @@ def _audit_identity(i: AuditIdentity) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def audit_cell_json(p: PublishedAuditCell) -> dict[str, Any]:
+def audit_cell_json(p: PublishedAuditCell) -> JsonObject:
     """A published audit cell's ``cells.csv`` / ``cells.json`` row: ``AuditCell.row``
     with its counts rounded, or its identity only."""
     if not isinstance(p.figures, Shown):
@@ -189,12 +194,12 @@ def audit_cell_json(p: PublishedAuditCell) -> dict[str, Any]:
 # --------------------------------------------------------------------------- scheduled axes
 
 
-def axis2_json(p: PublishedAxis2) -> dict[str, Any]:
+def axis2_json(p: PublishedAxis2) -> JsonObject:
     """An Axis 2 cell as ``Axis2Cell.to_dict`` lays it out, its cohort size published."""
     return encoded_row(p.cell.to_dict(), {"cohort_n": encoded(p.cohort_n)})
 
 
-def axis3_json(p: PublishedAxis3) -> dict[str, Any]:
+def axis3_json(p: PublishedAxis3) -> JsonObject:
     """An Axis 3 result as ``Axis3Result.to_dict`` lays it out, its counts and note as
     published and the verdict and value of every withheld fold withheld."""
     out = p.result.to_dict()
@@ -209,7 +214,7 @@ def axis3_json(p: PublishedAxis3) -> dict[str, Any]:
     return out
 
 
-def group_metrics_json(p: PublishedGroupMetrics) -> dict[str, Any]:
+def group_metrics_json(p: PublishedGroupMetrics) -> JsonObject:
     """An EquiLense group metric as ``GroupMetricResult.to_dict`` lays it out: a withheld
     group's value null (as the files have always written it), its size ``<11``."""
     return {
@@ -219,7 +224,7 @@ def group_metrics_json(p: PublishedGroupMetrics) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _model_json(m: PublishedModelMPPD) -> dict[str, Any]:
+def _model_json(m: PublishedModelMPPD) -> JsonObject:
     gap = m.individual_fairness_gap
     return {
         "records": encoded(m.records),
@@ -229,10 +234,10 @@ def _model_json(m: PublishedModelMPPD) -> dict[str, Any]:
     }
 
 
-def equilense_json(p: PublishedEquiLense) -> dict[str, Any]:
+def equilense_json(p: PublishedEquiLense) -> JsonObject:
     """An EquiLense result as ``EquiLenseResult.to_dict`` lays it out (``mppd.json``, the
     API's ``equilense`` axis), every figure as published."""
-    out: dict[str, Any] = {
+    out: JsonObject = {
         "threshold": p.threshold,
         "scaling": p.scaling,
         "features": list(p.features),

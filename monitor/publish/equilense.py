@@ -12,7 +12,6 @@ family under secondary suppression, sizes and pair counts are rounded and values
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
@@ -27,7 +26,7 @@ from batch_axes.mppd import IndividualFairnessGap
 from batch_axes.mppd_sample import MPPDSampling
 from monitor.core.privacy import family_withheld, rounded_count, rounded_rate
 from monitor.publish.counts import family_values, published_size, size_value
-from monitor.publish.encode import equilense_json, group_metrics_json
+from monitor.publish.encode import JsonObject, equilense_json, group_metrics_json
 from monitor.publish.shown import SMALL, Published, Shown
 
 
@@ -85,7 +84,7 @@ def group_metrics_value(result: GroupMetricResult) -> PublishedGroupMetrics:
     )  # fmt: skip
 
 
-def published_group_metrics(result: GroupMetricResult) -> dict[str, Any]:
+def published_group_metrics(result: GroupMetricResult) -> JsonObject:
     """:func:`group_metrics_value`'s JSON (a withheld group: ``<11`` for its size, null
     for its value)."""
     return group_metrics_json(group_metrics_value(result))
@@ -147,7 +146,7 @@ def equilense_value(result: EquiLenseResult) -> PublishedEquiLense:
     )  # fmt: skip
 
 
-def published_equilense(result: EquiLenseResult) -> dict[str, Any]:
+def published_equilense(result: EquiLenseResult) -> JsonObject:
     """:func:`equilense_value`'s JSON (``mppd.json``, the API's ``equilense`` axis)."""
     return equilense_json(equilense_value(result))
 

@@ -59,7 +59,7 @@ from monitor.core.numbers import float_or_none
 from monitor.publish.audit import PublishedAudit, audit_read
 from monitor.publish.axes import published_axis3_note, reported_axis
 from monitor.publish.cells import PublishedAuditCell
-from monitor.publish.counts import published_count, published_size, rounded_count
+from monitor.publish.counts import count_value, published_count, published_size, rounded_count
 from monitor.publish.equilense import PublishedEquiLense
 from monitor.publish.mppd import family_hidden, published_pair_matrix
 from monitor.publish.periods import in_period, snap_period
@@ -70,8 +70,8 @@ from monitor.publish.points import (
     published_point,
     reported_point,
 )
-from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL
-from monitor.publish.shown import Shown
+from monitor.publish.rule import SMALL_CELL
+from monitor.publish.shown import Published, Shown
 from monitor.publish.volumes import VolumePoint, monthly_volume
 from monitor.store import queries
 
@@ -213,16 +213,16 @@ class MPPDAttribute:
 class ModelPeriod:
     """The days one model's period figures rest on: [start, end) in whole UTC days (None:
     open), the filter's days widened to whole release blocks; ``records`` as published
-    (rounded, or "<11": the period is withheld as a whole)."""
+    (rounded, or withheld: the period is withheld as a whole)."""
 
     start: date | None
     end: date | None
-    records: int | str
+    records: Published[int]
     filtered: bool
 
     @property
     def withheld(self) -> bool:
-        return self.records == SMALL_CELL_LABEL
+        return not isinstance(self.records, Shown)
 
 
 @dataclass(frozen=True)
@@ -616,7 +616,7 @@ def model_period(
         start, end = snap_period(days, filt[0], None if last is None else last + timedelta(1))
     mine = [(d, n) for d, n in days if in_period(d, start, end)]
     total = sum(n for _, n in mine)
-    period = ModelPeriod(start, end, published_count(total) if total else 0, filt is not None)
+    period = ModelPeriod(start, end, count_value(total) if total else Shown(0), filt is not None)
     return period, ([] if period.withheld else monthly_volume(mine))
 
 

@@ -25,6 +25,7 @@ from monitor.config import MonitorConfig
 from monitor.core.explain import tier_name
 from monitor.core.tiers import TIER_LEVEL
 from monitor.publish.audit import PublishedAudit
+from monitor.publish.encode import encoded
 from monitor.publish.points import WITHHELD_TIER
 from monitor.publish.rule import ROUNDING_BASE, SMALL_CELL
 from monitor.publish.rule import SMALL_CELL_LABEL as WITHHELD
@@ -344,8 +345,9 @@ def _period_line(m: ModelReport) -> dict[str, str] | None:
     last = None if p.end is None else p.end - timedelta(days=1)
     frm = _day_text(p.start) or "its first record"
     to = _day_text(last) or "its latest record"
+    records: int | str = encoded(p.records)
     text = (
-        f"Period of this model: {frm} to {to}, {fmt_count(p.records)} records (the days asked "
+        f"Period of this model: {frm} to {to}, {fmt_count(records)} records (the days asked "
         f"for, widened to whole blocks of at least {SMALL_CELL} records, so that no two "
         "reports differ by a few records)."
     )

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from monitor.config import MonitorConfig
 from monitor.core.events import CellEvent
 from monitor.core.explain import Cutoffs, explain_event
 from monitor.publish.axes import axis_row_value
 from monitor.publish.cells import event_value, window_value
-from monitor.publish.encode import axis_row_json, event_json, window_json
+from monitor.publish.encode import JsonObject, axis_row_json, event_json, window_json
 from monitor.store import Store, queries
 
 
@@ -75,7 +74,7 @@ def stored_windows(
     return [window_row(r) for r in rows]
 
 
-def window_row(row: queries.WindowRow) -> dict[str, Any]:
+def window_row(row: queries.WindowRow) -> JsonObject:
     """A stored window row as the API's windows route serves it: the row's columns, then
     its result's stored form (whose ``evaluation`` and ``evaluated_at`` are the ones
     shown), under the small-cell rule (monitor.publish.cells.window_value)."""
@@ -106,7 +105,7 @@ def stored_axes(
     return [axis_row(row) for row in rows]
 
 
-def axis_row(row: queries.AxisRow) -> dict[str, Any]:
+def axis_row(row: queries.AxisRow) -> JsonObject:
     """A stored scheduled result as the API's axes routes serve it: its identity, its
     cohort size and payload under the small-cell rule (axis_row_value)."""
     cohort_n, payload = axis_row_json(axis_row_value(row.cohort_n, lambda: row.result))
