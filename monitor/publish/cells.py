@@ -69,10 +69,14 @@ CELL_COUNTS = ("window_n", "resample_n", "min_denominator", "predictions", "with
 CERTIFIED_COUNTS = ("records", "last_change_records")
 
 
+#: a tuple, not ``int | float``: the union would be built again at every call
+_NUMBER = (int, float)
+
+
 def _rounded(v: Any) -> Any:
     """A record count as published from a shown row: rounded when it is a finite number;
-    anything else (None, NaN, infinity) as it is."""
-    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+    anything else (None, NaN, infinity, a boolean) as it is."""
+    if isinstance(v, _NUMBER) and v is not True and v is not False and math.isfinite(v):
         return rounded_count(v)
     return v
 
