@@ -479,7 +479,7 @@ def _hostile_payloads(n: int, seed: int) -> list[bytes | None]:
         elif kind == 6 and rng.random() < 0.05:
             # large, up to just under the broker's default message.max.bytes (about 1 MB:
             # a bigger message never reaches a consumer; the service refuses anything over
-            # service.max_payload_bytes as "oversized")
+            # [service.intake] max_payload_bytes as "oversized")
             out.append(b'{"pad": "' + b"x" * rng.randrange(100_000, 900_000) + b'"}')
         elif kind == 7:
             raw = _json.dumps(rec).encode()
