@@ -101,9 +101,9 @@ def demo_config(
         data["attributes"] = attributes
     known = {m["id"] for m in data["models"]}
     data["models"] = [*data["models"], *({"id": m} for m in models if m not in known)]
-    data["service"] = {
-        **data["service"],
-        "event_time_bounds": "none",
+    svc = data["service"]
+    svc["intake"]["event_time_bounds"] = "none"
+    svc["axes"] |= {
         "axis2_interval_s": opts.axes_interval_s,
         "axis3_interval_s": opts.axes_interval_s,
         # EquiLense matches pairs over the whole cohort: seconds, not tenths.
@@ -112,9 +112,8 @@ def demo_config(
     }
     if oldest_event_time is not None:
         age_days = (pd.Timestamp.now(tz="UTC") - oldest_event_time).total_seconds() / 86_400
-        data["service"]["retention_discharge_days"] = max(
-            data["service"]["retention_discharge_days"], math.ceil(age_days) + 30
-        )
+        kept = svc["retention"]
+        kept["discharge_days"] = max(kept["discharge_days"], math.ceil(age_days) + 30)
     data["equilense"] = {**data["equilense"], "features": list(features)}
     return MonitorConfig.model_validate(data)
 

@@ -45,6 +45,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pydantic_core
 
 from batch_axes.audit_cell import AuditCell
 from batch_axes.axis2 import Axis2Cell
@@ -458,8 +459,12 @@ def mppd_basis(sampling: MPPDSampling | None) -> str:
 
 
 def config_hash(config: MonitorConfig) -> str:
-    """A short hash of the whole configuration (what the service ran with)."""
-    return hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:12]
+    """A short hash of the whole configuration (what the service ran with): of its JSON
+    with ``[service]`` in the flat layout it had before its sections
+    (``ServiceConfig.flat_settings``), so the same settings keep the same hash."""
+    data = config.model_dump(mode="json")
+    data["service"] = config.service.flat_settings()
+    return hashlib.sha256(pydantic_core.to_json(data)).hexdigest()[:12]
 
 
 def thresholds_hash(cells: Iterable[CellPoint]) -> str:

@@ -125,7 +125,7 @@ class CohortBook:
         self.config = config
         #: (name, codes) of each configured attribute, as the cohort queries map them
         self.attributes = [(a.name, tuple(a.codes)) for a in config.attributes]
-        self.days_us = round(float(config.service.cohort_days) * 86_400e6)
+        self.days_us = round(float(config.service.axes.cohort_days) * 86_400e6)
         self._cohorts: dict[str, _Cohort] = {}
         self._lock = named_lock("cohort_book")
 

@@ -68,7 +68,7 @@ def parse_payloads(payloads: Sequence[bytes | None], config: MonitorConfig) -> p
     if not n or None in payloads:
         return None
     sizes = list(map(len, payloads))  # type: ignore[arg-type]  # no None: returned above
-    if min(sizes) == 0 or max(sizes) > config.service.max_payload_bytes:
+    if min(sizes) == 0 or max(sizes) > config.service.intake.max_payload_bytes:
         return None
     buf = b"\n".join(payloads)  # type: ignore[arg-type]  # no None: returned above
     # Every line one payload (no payload holds a newline) and every payload starting with

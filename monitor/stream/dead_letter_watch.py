@@ -35,14 +35,14 @@ DEFAULT_WINDOW = 1_000
 #: the producer has to change.
 ADMITTING_SETTINGS: dict[str, str] = {
     "unknown_model": (
-        'register the model ids in [[models]] (or set [service] unknown_models = "admit")'
+        'register the model ids in [[models]] (or set [service.intake] unknown_models = "admit")'
     ),
-    "too_many_models": "raise [service] max_models (and register the ids in [[models]])",
+    "too_many_models": "raise [service.intake] max_models (and register the ids in [[models]])",
     "out_of_range:event_time": (
-        '[service] event_time_bounds = "none" for a replay of another calendar, or '
-        "[service] max_event_age_days / max_clock_skew_s"
+        '[service.intake] event_time_bounds = "none" for a replay of another calendar, '
+        "or [service.intake] max_event_age_days / max_clock_skew_s"
     ),
-    "oversized": "raise [service] max_payload_bytes",
+    "oversized": "raise [service.intake] max_payload_bytes",
     "unknown_code": "add the code to the attribute's groups in [[attributes]]",
     "unexpected_field": "none: the producer sends fields schema_version 1 does not have",
     "unsupported:schema_version": "none: the producer sends a schema version this build lacks",

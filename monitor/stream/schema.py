@@ -165,9 +165,9 @@ def event_time_unrepresentable(ts: pd.Series) -> np.ndarray:
 def event_time_out_of_bounds(
     times: Any, now: pd.Timestamp, config: MonitorConfig
 ) -> np.ndarray:
-    """``[service] event_time_bounds = "wall-clock"``: an event time older than
+    """``[service.intake] event_time_bounds = "wall-clock"``: an event time older than
     ``max_event_age_days`` or later than ``now + max_clock_skew_s``."""
-    svc = config.service
+    svc = config.service.intake
     t = pd.Series(times)
     if svc.event_time_bounds == "none" or not len(t):
         return np.zeros(len(t), bool)
