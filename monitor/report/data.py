@@ -69,6 +69,7 @@ from monitor.publish.points import (
 )
 from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL
 from monitor.publish.volumes import VolumePoint, monthly_volume
+from monitor.report.auroc import AurocPoint, rolling_auroc
 from monitor.store import queries
 
 #: Points per cell kept for the time-series figures (event evaluations are always kept).
@@ -219,12 +220,6 @@ class ModelPeriod:
     @property
     def withheld(self) -> bool:
         return self.records == SMALL_CELL_LABEL
-
-
-@dataclass(frozen=True)
-class AurocPoint:
-    records: int  # stream position at the block's end, rounded
-    auroc: float
 
 
 @dataclass(frozen=True)
@@ -614,31 +609,6 @@ def model_period(
     total = sum(n for _, n in mine)
     period = ModelPeriod(start, end, published_count(total) if total else 0, filt is not None)
     return period, ([] if period.withheld else monthly_volume(mine))
-
-
-def rolling_auroc(label: np.ndarray, score: np.ndarray, block: int, end: int) -> list[AurocPoint]:
-    """AUROC of consecutive blocks of ``block`` records (ending at stream position ``end``).
-
-    A block is left out when either class has fewer than SMALL_CELL records: an
-    AUROC over three positives describes three patients. The AUROC is the service's own
-    midrank Mann-Whitney statistic (:func:`monitor.core.drift.rank_auroc`, sklearn's value
-    with ties counted half): ``roc_auc_score``'s input validation took 60 % of reading the
-    demo's file (174 blocks; issue 25).
-    """
-    from monitor.core.drift import rank_auroc
-
-    out = []
-    n = len(label)
-    start0 = n % block
-    for s in range(start0, n - block + 1, block):
-        y = label[s : s + block]
-        pos = int(y.sum())
-        if pos < SMALL_CELL or block - pos < SMALL_CELL:
-            continue
-        # the block's end is a stream position, i.e. a record count: published rounded
-        at = rounded_count(end - n + s + block)
-        out.append(AurocPoint(at, rank_auroc(y, score[s : s + block])))
-    return out
 
 
 def _auroc(c: duckdb.DuckDBPyConnection, model: str, block: int, records: int) -> list[AurocPoint]:
