@@ -531,8 +531,14 @@ def open_database(path: str | Path) -> duckdb.DuckDBPyConnection:
 def _history(
     c: duckdb.DuckDBPyConnection, model: str, times: dict[tuple[str, int], datetime | None]
 ) -> dict[tuple[str, str], list[CellPoint]]:
-    """Every stored evaluation of a model's cells (fields picked by DuckDB, not by json.loads)."""
+    """Every stored evaluation of a model's cells (fields picked by DuckDB, not by json.loads;
+    the axes lists, a handful of distinct texts, decoded once each)."""
     out: dict[tuple[str, str], list[CellPoint]] = {}
+
+    @functools.cache
+    def axes(text: str | None) -> tuple[str, ...]:
+        return tuple(json.loads(text) or ()) if text else ()
+
     for row in queries.cell_history(c, model):
         (
             m,
@@ -577,8 +583,8 @@ def _history(
             "point_verdict": pt,
             "n_star": ns,
             "kappa": kp,
-            "failed_axes": json.loads(failed) if failed else [],
-            "pending_axes": json.loads(pending) if pending else [],
+            "failed_axes": axes(failed),
+            "pending_axes": axes(pending),
             "partial": partial == "true",
             "n_pass": None if n_pass is None else int(n_pass),
             "K": None if K is None else int(K),
