@@ -69,8 +69,8 @@ class DemoOptions:
     #: seconds between terminal refreshes
     refresh_s: float = 1.0
     live: bool | None = None  # None: redraw in place only when stdout is a terminal
-    #: issue 23: "none" (scored discharges), "joined" (scored at admission, sent at
-    #: discharge with the outcome) or "delayed" (prediction at admission, outcome at
+    #: predictions now, outcomes later: "none" (scored discharges), "joined" (scored at admission,
+    #: sent at discharge with the outcome) or "delayed" (prediction at admission, outcome at
     #: discharge); monitor.data.outcomes
     outcomes: str = "none"
     #: with delayed outcomes: a share of one group's outcomes missing or late
@@ -307,7 +307,7 @@ def _outcome_lines(
 ) -> list[str]:
     """With ``--outcomes``: how the feed was sent, when the planted DI flip was confirmed
     (in stream time: the time of the window's last message), and what the label-based
-    cells rest on (issue 23)."""
+    cells rest on (predictions now, outcomes later)."""
     from monitor.core.coverage import needs_outcome
 
     if opts.outcomes == "none":

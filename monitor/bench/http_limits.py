@@ -8,8 +8,9 @@ API in this process on a loopback port, then
 2. trickles a request header one byte a second and reports when the server hangs up
    (bounded: it gives up after ``--trickle-max`` seconds).
 
-``--attack`` measures one of issue 22's findings instead, as the medians (and the share of
-200 answers) of /healthz, /readyz and /metrics asked every 0.2 s while it runs:
+``--attack`` measures one of the HTTP attacks of docs/decisions.md, "HTTP under load" instead, as
+the medians (and the share of 200 answers) of /healthz, /readyz and /metrics asked every 0.2 s while
+it runs:
 
 * ``bodies``: ``--clients`` connections (default 63, one below the connection limit)
   each send ``GET /healthz`` with ``Content-Length: 100000000`` and then one body byte

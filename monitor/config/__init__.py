@@ -218,7 +218,7 @@ class WindowConfig(_Strict):
 
 
 class OutcomesConfig(_Strict):
-    """Predictions now, outcomes later (issue 23): how long an outcome may take, and how
+    """Predictions now, outcomes later: how long an outcome may take, and how
     long an outcome that came before its prediction is held. Both are event-time spans
     (the model's latest event time seen), so a replay joins and expires exactly as the
     live run did."""

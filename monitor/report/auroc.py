@@ -90,7 +90,7 @@ def rolling_auroc(label: np.ndarray, score: np.ndarray, block: int, end: int) ->
     midrank Mann-Whitney statistic (:func:`monitor.core.drift.rank_auroc`, sklearn's value
     with ties counted half), all blocks at once (:func:`block_aurocs`):
     ``roc_auc_score``'s input validation took 60 % of reading the demo's file (174 blocks;
-    issue 25).
+    docs/decisions.md, "The page in under a second").
     """
     n = len(label)
     start0 = n % block

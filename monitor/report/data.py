@@ -100,7 +100,7 @@ def whole_day(option: str, value: str | date | None) -> date | None:
     """A period filter's day (a UTC calendar day), or None for no filter.
 
     Only whole days are taken: a time of day lets two reports a few hours apart be
-    subtracted, and bisecting the time then dates each record (issue 21).
+    subtracted, and bisecting the time then dates each record.
 
     >>> whole_day("--since", "2026-03-10"), whole_day("--since", None)
     (datetime.date(2026, 3, 10), None)

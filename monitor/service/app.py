@@ -144,7 +144,7 @@ class MonitorService:
         #: the report at ``/``: drawn on a thread of its own, one drawing at a time
         #: its version is a counter, not ``pipeline.evaluation_total``: that takes the
         #: pipeline's lock, which an ingest batch holds for its whole write, and ``GET /``
-        #: waited behind it (seconds under load: issue 25, target 3)
+        #: waited behind it (seconds under load; target 3 s)
         self.page = PageRenderer(
             lambda: stored_report(self.store, self.config, _NO_REPORT_YET, self.clock),
             lambda: self.page_version, max_age_s=STATUS_PAGE_MAX_AGE_S,
@@ -321,7 +321,8 @@ class MonitorService:
 
         A metric and a log line rather than /readyz: the service is working as configured
         and an orchestrator restarts or unroutes a pod that is not ready, which would hide
-        the gauge and fix nothing (docs/decisions.md, issue 22)."""
+        the gauge and fix nothing (docs/decisions.md, "A user's mistakes and silent dead
+        letters")."""
         self.tally.add(report.accepted, report.duplicates, report.rejected)
         watch = self.dead_letter_watch
         for d in watch.observe(report.received, report.rejected):
@@ -439,7 +440,8 @@ class MonitorService:
             cursor.close()
 
     def job_axis2(self) -> None:
-        # issue 23: label-based metrics on the cohort's records with an outcome only
+        # predictions now, outcomes later: label-based metrics on the cohort's records with an
+        # outcome only
         self._for_each_cohort(
             "axis2",
             lambda m, c: tuple(run_axis2_counts(m, c.counts, self.config, c.free, c.span_days)),
@@ -459,7 +461,8 @@ class MonitorService:
                 features = queries.feature_matrix(frame["features"], names)
                 keep = np.isfinite(features).all(axis=1)
                 frame, features = frame[keep], features[keep]
-            # issue 23: its group metrics need the label: the records with an outcome
+            # predictions now, outcomes later: its group metrics need the label: the records with an
+            # outcome
             known = frame["label"].to_numpy(np.int64) >= 0
             if not known.all():
                 frame, features = frame[known], None if features is None else features[known]

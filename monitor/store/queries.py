@@ -76,9 +76,9 @@ def window_records(
         [f"json_extract_string(attributes, '$.{a}') AS \"{a}\"" for a in attributes]
     )
     extra = ", hospital_id, features, record_id" if with_details else ""
-    # issue 23: a label counts from its position (label_pos): at ``end_count`` an outcome
-    # that came later is not known yet. ``label`` is -1 while unknown, ``delay_ns`` the
-    # outcome's delay (NULL while unknown).
+    # predictions now, outcomes later: a label counts from its position (label_pos): at
+    # ``end_count`` an outcome that came later is not known yet. ``label`` is -1 while unknown,
+    # ``delay_ns`` the outcome's delay (NULL while unknown).
     known = "label IS NOT NULL"
     if end_count is not None:
         known += f" AND label_pos <= {int(end_count)}"
@@ -157,7 +157,7 @@ def _cohort_columns(attributes: Sequence[tuple[str, Sequence[str]]]) -> str:
         f'json_extract_string(attributes, {_sql_text("$." + name)})), 0) - 1 AS "{i}"'
         for i, (name, codes) in enumerate(attributes)
     )
-    # label -1: a prediction whose outcome has not come (issue 23)
+    # label -1: a prediction whose outcome has not come (predictions now, outcomes later)
     return (
         "seq, epoch_us(event_time) AS event_us, score, coalesce(label, -1) AS label, decision, "
         f"hospital_id, {cols}"
@@ -216,8 +216,9 @@ def cohort_joined(
     seqs: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """The records among ``seqs`` (a cohort's predictions counted without an outcome) whose
-    outcome has joined since: what moves to the label-based counts (issue 23). Cost: a
-    hash join on the pending sequence numbers, not a scan of the cohort's outcomes."""
+    outcome has joined since: what moves to the label-based counts (predictions now, outcomes
+    later). Cost: a hash join on the pending sequence numbers, not a scan of the cohort's
+    outcomes."""
     c.register("vfr_pending_seqs", pd.DataFrame({"pending_seq": np.asarray(seqs, np.int64)}))
     try:
         got = c.execute(

@@ -371,7 +371,7 @@ class Store:
             inserted, dup, sum(stored.values()), new_mask, seq, conflicts, rejected=stored
         )
 
-    # ------------------------------------------------------------------ outcomes (issue 23)
+    # ------------------------------------------------------------------ outcomes
     @_serialised
     def stored_records(self, keys: pd.DataFrame) -> pd.DataFrame:
         """For outcome keys (``i``, model_id, record_id): the stored record of each one found
@@ -817,8 +817,9 @@ class Store:
                 if n:
                     self._conn.execute(f"DELETE FROM {table} WHERE {column} < ?", [cutoff])
                 out[table] = n
-            # issue 23: a prediction still without its outcome is kept only while one could
-            # arrive (max_outcome_delay_days) or while a window or the audit cohort needs it
+            # predictions now, outcomes later: a prediction still without its outcome is kept only
+            # while one could arrive (max_outcome_delay_days) or while a window or the audit cohort
+            # needs it
             keep = max(self.config.outcomes.max_outcome_delay_days, self.config.horizon_days)
             cutoff = now - pd.Timedelta(days=min(keep, discharge_days))
             n = self._scalar(

@@ -1,4 +1,5 @@
-"""Admission: which well-formed records the service takes in (issue 11).
+"""Admission: which well-formed records the service takes in (docs/decisions.md, "Hostile input and
+patient privacy").
 
 Validation (:mod:`monitor.stream.schema`) judges a record on its own; admission judges
 it against the service's state and clock, before anything is stored:

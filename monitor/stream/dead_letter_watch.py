@@ -1,9 +1,9 @@
 """Dead-letter dominance: say so, once, when most of what arrives is refused for one reason.
 
-Why (issue 22, finding 6): a stream whose model ids are not registered, or whose event
-times lie outside the wall-clock bounds, is dead-lettered record by record, which is
-correct and silent: a run stored 0 of 69,936 messages, logged nothing about it and exited
-0. Each refusal is right; what is wrong is the configuration, and only an aggregate shows
+Why (docs/decisions.md, "A user's mistakes and silent dead letters"): a stream whose model ids are
+not registered, or whose event times lie outside the wall-clock bounds, is dead-lettered record by
+record, which is correct and silent: a run stored 0 of 69,936 messages, logged nothing about it and
+exited 0. Each refusal is right; what is wrong is the configuration, and only an aggregate shows
 it. :class:`DeadLetterWatch` counts dead letters by reason over the most recent messages
 and reports a reason once when it holds the majority of them, naming the count and the
 setting that would admit such records (:data:`ADMITTING_SETTINGS`).

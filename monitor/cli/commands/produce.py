@@ -153,10 +153,11 @@ def _run_config_path(args: argparse.Namespace) -> Any:
 def _run_config(stream: Any, features: Sequence[str]) -> str:
     """The settings that make a default ``vfr-monitor run`` store the produced stream.
 
-    Without them the run stores nothing (issue 22, finding 6): the model registry is empty
-    by default, so every record is ``unknown_model``, and the stream's 2026 calendar runs
-    past the wall clock, so its last weeks are ``out_of_range:event_time``. These are the
-    settings the demo applies to itself (monitor.demo.demo_config).
+    Without them the run stores nothing (docs/decisions.md, "A user's mistakes and silent dead
+    letters"): the model registry is empty by default, so every record is ``unknown_model``, and the
+    stream's 2026 calendar runs past the wall clock, so its last weeks are
+    ``out_of_range:event_time``. These are the settings the demo applies to itself
+    (monitor.demo.demo_config).
     """
     import math
 
