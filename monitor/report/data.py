@@ -45,6 +45,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pydantic_core
 
 from batch_axes.audit_cell import AuditCell
 from batch_axes.axis2 import Axis2Cell
@@ -56,19 +57,24 @@ from monitor.config import MonitorConfig
 from monitor.config.errors import UserError
 from monitor.core.events import CERTIFIED_CHANGE, CellEvent
 from monitor.core.numbers import float_or_none
+from monitor.publish.audit import PublishedAudit, audit_read
 from monitor.publish.axes import published_axis3_note, reported_axis
-from monitor.publish.counts import published_count, published_size, rounded_count
+from monitor.publish.cells import PublishedAuditCell
+from monitor.publish.counts import count_value, published_count, published_size, rounded_count
+from monitor.publish.equilense import PublishedEquiLense
 from monitor.publish.mppd import family_hidden, published_pair_matrix
 from monitor.publish.periods import in_period, snap_period
 from monitor.publish.points import (
     CellPoint,
+    audit_cell_point,
     guarded_point,
-    published_audit_point,
     published_point,
     reported_point,
 )
-from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL
+from monitor.publish.rule import SMALL_CELL
+from monitor.publish.shown import Published, Shown
 from monitor.publish.volumes import VolumePoint, monthly_volume
+from monitor.report.auroc import AurocPoint, rolling_auroc
 from monitor.store import queries
 
 #: Points per cell kept for the time-series figures (event evaluations are always kept).
@@ -94,7 +100,7 @@ def whole_day(option: str, value: str | date | None) -> date | None:
     """A period filter's day (a UTC calendar day), or None for no filter.
 
     Only whole days are taken: a time of day lets two reports a few hours apart be
-    subtracted, and bisecting the time then dates each record (issue 21).
+    subtracted, and bisecting the time then dates each record.
 
     >>> whole_day("--since", "2026-03-10"), whole_day("--since", None)
     (datetime.date(2026, 3, 10), None)
@@ -209,22 +215,16 @@ class MPPDAttribute:
 class ModelPeriod:
     """The days one model's period figures rest on: [start, end) in whole UTC days (None:
     open), the filter's days widened to whole release blocks; ``records`` as published
-    (rounded, or "<11": the period is withheld as a whole)."""
+    (rounded, or withheld: the period is withheld as a whole)."""
 
     start: date | None
     end: date | None
-    records: int | str
+    records: Published[int]
     filtered: bool
 
     @property
     def withheld(self) -> bool:
-        return self.records == SMALL_CELL_LABEL
-
-
-@dataclass(frozen=True)
-class AurocPoint:
-    records: int  # stream position at the block's end, rounded
-    auroc: float
+        return not isinstance(self.records, Shown)
 
 
 @dataclass(frozen=True)
@@ -454,8 +454,12 @@ def mppd_basis(sampling: MPPDSampling | None) -> str:
 
 
 def config_hash(config: MonitorConfig) -> str:
-    """A short hash of the whole configuration (what the service ran with)."""
-    return hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:12]
+    """A short hash of the whole configuration (what the service ran with): of its JSON
+    with ``[service]`` in the flat layout it had before its sections
+    (``ServiceConfig.flat_settings``), so the same settings keep the same hash."""
+    data = config.model_dump(mode="json")
+    data["service"] = config.service.flat_settings()
+    return hashlib.sha256(pydantic_core.to_json(data)).hexdigest()[:12]
 
 
 def thresholds_hash(cells: Iterable[CellPoint]) -> str:
@@ -536,8 +540,14 @@ def open_database(path: str | Path) -> duckdb.DuckDBPyConnection:
 def _history(
     c: duckdb.DuckDBPyConnection, model: str, times: dict[tuple[str, int], datetime | None]
 ) -> dict[tuple[str, str], list[CellPoint]]:
-    """Every stored evaluation of a model's cells (fields picked by DuckDB, not by json.loads)."""
+    """Every stored evaluation of a model's cells (fields picked by DuckDB, not by json.loads;
+    the axes lists, a handful of distinct texts, decoded once each)."""
     out: dict[tuple[str, str], list[CellPoint]] = {}
+
+    @functools.cache
+    def axes(text: str | None) -> tuple[str, ...]:
+        return tuple(json.loads(text) or ()) if text else ()
+
     for row in queries.cell_history(c, model):
         (
             m,
@@ -582,8 +592,8 @@ def _history(
             "point_verdict": pt,
             "n_star": ns,
             "kappa": kp,
-            "failed_axes": json.loads(failed) if failed else [],
-            "pending_axes": json.loads(pending) if pending else [],
+            "failed_axes": axes(failed),
+            "pending_axes": axes(pending),
             "partial": partial == "true",
             "n_pass": None if n_pass is None else int(n_pass),
             "K": None if K is None else int(K),
@@ -612,33 +622,8 @@ def model_period(
         start, end = snap_period(days, filt[0], None if last is None else last + timedelta(1))
     mine = [(d, n) for d, n in days if in_period(d, start, end)]
     total = sum(n for _, n in mine)
-    period = ModelPeriod(start, end, published_count(total) if total else 0, filt is not None)
+    period = ModelPeriod(start, end, count_value(total) if total else Shown(0), filt is not None)
     return period, ([] if period.withheld else monthly_volume(mine))
-
-
-def rolling_auroc(label: np.ndarray, score: np.ndarray, block: int, end: int) -> list[AurocPoint]:
-    """AUROC of consecutive blocks of ``block`` records (ending at stream position ``end``).
-
-    A block is left out when either class has fewer than SMALL_CELL records: an
-    AUROC over three positives describes three patients. The AUROC is the service's own
-    midrank Mann-Whitney statistic (:func:`monitor.core.drift.rank_auroc`, sklearn's value
-    with ties counted half): ``roc_auc_score``'s input validation took 60 % of reading the
-    demo's file (174 blocks; issue 25).
-    """
-    from monitor.core.drift import rank_auroc
-
-    out = []
-    n = len(label)
-    start0 = n % block
-    for s in range(start0, n - block + 1, block):
-        y = label[s : s + block]
-        pos = int(y.sum())
-        if pos < SMALL_CELL or block - pos < SMALL_CELL:
-            continue
-        # the block's end is a stream position, i.e. a record count: published rounded
-        at = rounded_count(end - n + s + block)
-        out.append(AurocPoint(at, rank_auroc(y, score[s : s + block])))
-    return out
 
 
 def _auroc(c: duckdb.DuckDBPyConnection, model: str, block: int, records: int) -> list[AurocPoint]:
@@ -859,24 +844,44 @@ def read_audit_dir(
     models: list[str] | None = None,
     generated_at: datetime | None = None,
 ) -> ReportData:
-    """An offline audit's ``cells.json`` (and ``mppd.json`` when present) as a ReportData.
-
-    The audit has one cohort, so there is no history, no events and no N* curve (only
-    N* itself); kappa per metric is the kappa its cells carry. ``generated_at``: the
-    header's time (None: now).
-    """
-    cfg = config or MonitorConfig()
+    """An offline audit's ``cells.json`` (and ``mppd.json`` when present) as a ReportData:
+    the files read back as the published audit they hold (:func:`audit_read`), then
+    :func:`read_audit`."""
     d = Path(path)
     cells_path = d / "cells.json"
     if not cells_path.is_file():
         raise ReportInputError(f"--audit-dir {d}: no cells.json (write one with vfr-monitor audit)")
     try:
         raw = json.loads(cells_path.read_text())
-        rows = raw["cells"]
+        raw["cells"]
     except (ValueError, KeyError, TypeError) as exc:
         raise ReportInputError(f"{cells_path}: not an audit cells.json ({exc})") from None
-    audit = [AuditCell.from_dict(r) for r in rows]
-    cells = [published_audit_point(c) for c in audit]
+    mppd = json.loads((d / "mppd.json").read_text()) if (d / "mppd.json").is_file() else None
+    return read_audit(
+        audit_read(raw, mppd), config, models=models, generated_at=generated_at,
+        source_name=str(d), where=str(cells_path),
+    )  # fmt: skip
+
+
+def read_audit(
+    audit: PublishedAudit,
+    config: MonitorConfig | None = None,
+    *,
+    models: list[str] | None = None,
+    generated_at: datetime | None = None,
+    source_name: str = "audit_frame",
+    where: str = "the audit",
+) -> ReportData:
+    """An offline audit, as published (:class:`~monitor.publish.audit.PublishedAudit`:
+    from its files, or from memory for an audit of a DataFrame), as a ReportData.
+
+    The audit has one cohort, so there is no history, no events and no N* curve (only
+    N* itself); kappa per metric is the kappa its cells carry. ``generated_at``: the
+    header's time (None: now); ``source_name``: the header's name of the audit;
+    ``where``: the audit as an error message names it.
+    """
+    cfg = config or MonitorConfig()
+    cells = [audit_cell_point(c) for c in audit.cells]
     guard = _guard_notes(cfg)
     if guard:
         cells = [guarded_point(p) for p in cells]
@@ -885,35 +890,32 @@ def read_audit_dir(
         unknown = [m for m in models if m not in names]
         if unknown:
             raise ReportInputError(
-                f"--model {unknown[0]}: not in {cells_path}; models there: {', '.join(names)}"
+                f"--model {unknown[0]}: not in {where}; models there: {', '.join(names)}"
             )
         names = [m for m in names if m in models]
     metrics, attributes = _axis_names(cells, cfg)
-    eq = None
-    if (d / "mppd.json").is_file():
-        eq = EquiLenseResult.from_dict(json.loads((d / "mppd.json").read_text()))
     out = []
     for model in names:
         mine = _ordered([c for c in cells if c.model_id == model], metrics, attributes)
         mr = ModelReport(model_id=model, cells=mine)
         cohort = max((c.window_n for c in mine), default=0)
-        mr.axis3 = reported_axis(cohort, functools.partial(_audit_axis3, audit, model, cfg))
+        mr.axis3 = reported_axis(cohort, functools.partial(_audit_axis3, audit.cells, model, cfg))
         if mr.axis3 is None:  # the audit's cells.json withholds a cohort under 11: so does its page
             mr.axes_note = (
                 f"Hospital agreement (Axis 3) withheld: the audit cohort holds fewer than "
                 f"{SMALL_CELL} records."
             )
-        if eq is not None:
-            _set_mppd(mr, eq)
+        if audit.equilense is not None:
+            _set_mppd(mr, audit.equilense)
         mr.records = published_count(cohort) if cohort else None
         out.append(mr)
-    notes = [*guard, *(str(n) for n in raw.get("notes", []))]
+    notes = [*guard, *audit.notes]
     return ReportData(
         **_base(
             cfg,
             generated_at,
             source="audit",
-            source_name=str(d),
+            source_name=source_name,
             config_hash=thresholds_hash(cells),
             config_hash_kind="thresholds",
             period=None,
@@ -925,7 +927,7 @@ def read_audit_dir(
     )
 
 
-def _set_mppd(mr: ModelReport, result: EquiLenseResult) -> None:
+def _set_mppd(mr: ModelReport, result: EquiLenseResult | PublishedEquiLense) -> None:
     """The model's MPPD from an EquiLense result, or the note saying why there is none."""
     entry = result.models.get(mr.model_id)
     if entry is not None:
@@ -935,13 +937,16 @@ def _set_mppd(mr: ModelReport, result: EquiLenseResult) -> None:
         mr.mppd_note = result.mppd_note
 
 
-def _audit_axis3(cells: list[AuditCell], model: str, cfg: MonitorConfig) -> Axis3Summary:
-    mine = [c for c in cells if c.model_id == model]
-    applicable = not any(c.kappa_band == "not applicable" for c in mine)
+def _audit_axis3(
+    cells: Sequence[PublishedAuditCell], model: str, cfg: MonitorConfig
+) -> Axis3Summary:
+    mine = [c for c in cells if c.identity.model_id == model]
+    shown = [c.figures.value.read_back() for c in mine if isinstance(c.figures, Shown)]
+    applicable = not any(c.kappa_band == "not applicable" for c in shown)
     by_metric: dict[str, AuditCell] = {}
-    for c in mine:
+    for c in shown:
         by_metric.setdefault(c.metric, c)
-    small = any(c.withheld for c in mine)
+    small = len(shown) < len(mine)
     metrics = tuple(
         MetricKappa(
             metric=m,
@@ -952,5 +957,5 @@ def _audit_axis3(cells: list[AuditCell], model: str, cfg: MonitorConfig) -> Axis
         )
         for m, c in by_metric.items()
     )
-    reason = next((c.axis3_note for c in mine if c.axis3_note), "")
+    reason = next((c.axis3_note for c in shown if c.axis3_note), "")
     return Axis3Summary(applicable, reason, 0, 0, cfg.axis3.kappa_cutoff, metrics)
