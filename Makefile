@@ -29,7 +29,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 	@if grep -rnP --include='*.py' '# type: ignore(?!\[[^]]+\]  # (?!fmt: skip))' \
-		monitor consumers batch_axes; then \
+		monitor consumers batch_axes tests; then \
 		echo "typecheck: a '# type: ignore[code]' above has no reason after it ('  # why')"; \
 		exit 1; \
 	fi

@@ -246,7 +246,7 @@ class AuditTables:
             a == b for a, b in zip(self.models, other.models, strict=True)
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: equal by content
 
     # ---------------------------------------------------------------- vector
     def layout(self) -> TablesLayout:

@@ -77,7 +77,9 @@ def _kurtosis(x: np.ndarray) -> float:
     return float((d**4).mean() / x.var() ** 2)
 
 
-def assert_point_close(f: CurvePoint, o: CurvePoint, R: int, kurt: float, what: str) -> None:
+def assert_point_close(
+    f: CurvePoint, o: CurvePoint, R: int, kurt: float, what: tuple[str, int]
+) -> None:
     """Fast vs oracle summaries of one (cell, size), within the module docstring's bounds."""
     assert f.size == o.size
     uf, uo = f.n_undefined / R, o.n_undefined / R

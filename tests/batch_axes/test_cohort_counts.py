@@ -262,7 +262,7 @@ def test_check_compatible_names_the_difference():
             base + other
         assert base != other
     with pytest.raises(TypeError):
-        base.check_compatible(base.tables["a"])  # type: ignore[arg-type]
+        base.check_compatible(base.tables["a"])
     layout = base.to_vector()[1]
     with pytest.raises(ValueError, match="different hospital slots"):
         layout.check_compatible(CohortCounts(ATTRS).layout())

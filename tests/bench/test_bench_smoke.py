@@ -53,8 +53,8 @@ def _invocations() -> list[list[str]]:
             words: list[str] = []
             for arg in node.args:
                 items = arg.elts if isinstance(arg, ast.List) else [arg]
-                words += [i.value for i in items if isinstance(i, ast.Constant)]
-            words = [w for w in words if isinstance(w, str)]
+                constants = [i.value for i in items if isinstance(i, ast.Constant)]
+                words += [w for w in constants if isinstance(w, str)]
             if words[:1] == ["bench"]:
                 words = words[1:]
             if words:

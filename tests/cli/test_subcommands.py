@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -25,7 +26,7 @@ def run(args) -> int:
 
 
 @pytest.fixture
-def table(tmp_path, monkeypatch) -> dict[str, CommandInfo]:
+def table(tmp_path, monkeypatch) -> Iterator[dict[str, CommandInfo]]:
     """Two commands in modules of a package made for the test (and forgotten after it)."""
     pkg = tmp_path / "made_up_commands"
     pkg.mkdir()

@@ -39,8 +39,10 @@ def _topic_config(cfg: KafkaConfig, topic: str) -> dict[str, str]:
     return {k: v["value"] for k, v in answer["topic"][topic].items()}
 
 
-def _read(cfg: KafkaConfig, topic: str, want: int) -> tuple[list[tuple[bytes, bytes]], list[bool]]:
-    got: list[tuple[bytes, bytes]] = []
+def _read(
+    cfg: KafkaConfig, topic: str, want: int
+) -> tuple[list[tuple[bytes | None, bytes | None]], list[bool]]:
+    got: list[tuple[bytes | None, bytes | None]] = []
     idle: list[bool] = []
     deadline = time.monotonic() + 60
     read_results(

@@ -4,8 +4,7 @@ Runs promtool (Debian package ``prometheus``) and amtool (``prometheus-alertmana
 deploy/prometheus and deploy/alertmanager; ``make test`` installs both. A missing tool is a
 failure, not a skip: these files would otherwise ship unchecked.
 
-YAML is read with PyYAML when it is installed; otherwise the alert rules are scanned as
-text (``- alert: Name`` starts a rule), which is enough for the file's own layout.
+YAML is read with PyYAML (a dependency of the package).
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PROM = ROOT / "deploy" / "prometheus"
@@ -31,11 +31,6 @@ AM_CONFIG = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 RUNBOOKS = ROOT / "docs" / "runbooks"
 SEVERITIES = {"critical", "warning", "info"}
 ANNOTATIONS = ("summary", "description", "runbook_url")
-
-try:  # optional: only if the venv has it
-    import yaml
-except ImportError:  # pragma: no cover - depends on the environment
-    yaml = None
 
 
 def _tool(name: str, package: str) -> str:
@@ -65,41 +60,16 @@ def _run(*args: str | Path, cwd: Path = ROOT) -> None:
 def _alerts() -> dict[str, dict]:
     """Alert name -> {"labels": {...}, "annotations": {...}} from the alert rule file."""
     text = ALERT_FILE.read_text(encoding="utf-8")
-    if yaml is not None:
-        doc = yaml.safe_load(text)
-        return {
-            r["alert"]: {
-                "labels": r.get("labels") or {},
-                "annotations": r.get("annotations") or {},
-            }
-            for g in doc["groups"]
-            for r in g["rules"]
-            if "alert" in r
+    doc = yaml.safe_load(text)
+    return {
+        r["alert"]: {
+            "labels": r.get("labels") or {},
+            "annotations": r.get("annotations") or {},
         }
-    # Text scan: a rule starts at "- alert: Name"; inside it, the "key: value" lines one
-    # level under "labels:" / "annotations:" (a folded value's text lines are deeper).
-    out: dict[str, dict] = {}
-    current, section, indent, child = None, None, 0, None
-    for line in text.splitlines():
-        if re.match(r"\s*- (alert|record):", line):
-            m = re.match(r"\s*- alert:\s*(\S+)", line)
-            current = m.group(1) if m else None
-            if current:
-                out[current] = {"labels": {}, "annotations": {}}
-            section = None
-            continue
-        m = re.match(r"(\s*)(\w+):\s*(.*)$", line)
-        if current is None or m is None:
-            continue
-        depth = len(m.group(1))
-        if m.group(2) in ("labels", "annotations") and not m.group(3):
-            section, indent, child = m.group(2), depth, None
-        elif section and depth > indent and child in (None, depth):
-            child = depth
-            out[current][section][m.group(2)] = m.group(3).strip().strip("'\"")
-        elif depth <= indent:
-            section = None
-    return out
+        for g in doc["groups"]
+        for r in g["rules"]
+        if "alert" in r
+    }
 
 
 def _tested_alert_names() -> set[str]:

@@ -101,7 +101,7 @@ def test_produce_consume_commit_roundtrip(kafka_broker: str) -> None:
     # --- a second member of the same group resumes at the committed offsets: nothing new
     again = _consumer(kafka_broker, group, topic)
     try:
-        extra = []
+        extra: list[object] = []
         deadline = time.monotonic() + 30
         while set(again.assignment()) != set(partitions) and time.monotonic() < deadline:
             extra.extend(r for rs in again.poll(timeout_ms=300).values() for r in rs)

@@ -183,18 +183,23 @@ def _scale(ax: ET.Element, which: str) -> tuple[float, float]:
         if not re.search(rf"-{which}tick_\d+$", tick.get("id", "")):
             continue
         use = tick.find(".//s:use", SVG_NS)
-        label = "".join(tick.find(".//s:text", SVG_NS).itertext()).replace(",", "")
+        text = tick.find(".//s:text", SVG_NS)
+        assert text is not None  # every tick has its label
+        label = "".join(text.itertext()).replace(",", "")
         label = label.replace("\u2212", "-")
         if use is None or not re.fullmatch(r"-?[\d.]+", label):
             continue
-        px.append(float(use.get("y" if which == "y" else "x")))
+        at = use.get("y" if which == "y" else "x")
+        assert at is not None  # a tick mark's position
+        px.append(float(at))
         val.append(float(label))
     assert len(px) >= 2, f"no {which} ticks to read"
     a, b = np.polyfit(px, val, 1)
     return float(a), float(b)
 
 
-def _path_points(d: str) -> list[tuple[float, float]]:
+def _path_points(d: str | None) -> list[tuple[float, float]]:
+    assert d is not None  # a drawn path has its "d" attribute
     nums = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", d)]
     return list(zip(nums[::2], nums[1::2], strict=True))
 
@@ -222,12 +227,14 @@ def volume_bars(html: str, model: str) -> tuple[list[float], int]:
 def auroc_positions(html: str, model: str) -> list[float]:
     """The x positions (records received) of the AUROC line, decoded through the x ticks."""
     svg = _figure(html, f"health-{model}")
+    assert svg is not None  # the model's health figure is on the page
     ax = _axes(svg, 2)
     a, b = _scale(ax, "x")
     out = []
     for g in ax.iter(f"{{{SVG_NS['s']}}}g"):
-        if re.search(r"-line2d_\d+$", g.get("id", "")) and g.find("s:path", SVG_NS) is not None:
-            out += [a * x + b for x, _ in _path_points(g.find("s:path", SVG_NS).get("d"))]
+        path = g.find("s:path", SVG_NS)
+        if re.search(r"-line2d_\d+$", g.get("id", "")) and path is not None:
+            out += [a * x + b for x, _ in _path_points(path.get("d"))]
     return out
 
 
@@ -414,6 +421,7 @@ def test_reports_of_neighbouring_days_differ_by_none_or_at_least_11_records(db):
 
 def _monthly_of_stated(db_path, model: str, html: str) -> dict:
     m = re.search(rf'data-model="{re.escape(model)}" data-from="([^"]*)" data-to="([^"]*)"', html)
+    assert m is not None  # the page states each model's period
     return _monthly(db_path, model, m.group(1) or None, m.group(2) or None)
 
 

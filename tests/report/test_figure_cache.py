@@ -52,7 +52,9 @@ def test_a_changed_history_point_redraws_only_its_models_time_series(db):  # noq
     assert figures.CACHE.drawn == drawn + 2  # its VFR and value figures, nothing else
 
     def fig(html: str, name: str) -> str:
-        return re.search(rf'<svg[^>]*id="fig-{name}".*?</svg>', html, re.S).group(0)
+        found = re.search(rf'<svg[^>]*id="fig-{name}".*?</svg>', html, re.S)
+        assert found is not None, name  # the page draws the figure
+        return found.group(0)
 
     assert fig(after, "vfr-model-01") != fig(before, "vfr-model-01"), key
     for name in ("grid-model-01", "vfr-model-00", "kappa-model-01", "health-model-01"):

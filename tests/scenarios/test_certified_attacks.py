@@ -150,6 +150,7 @@ def _run(path: str, cfg: MonitorConfig, frames: list[pd.DataFrame]) -> World:
     svc = MonitorService(cfg, db_path=path, http_port=0, start_scheduler=False,
                          clock=lambda: 1_800_000_000.0)  # fmt: skip
     svc.start()
+    assert svc.api is not None  # start() serves the API
     try:
         seen, offset = [], 0
         for frame in frames:

@@ -25,6 +25,7 @@ from monitor.config import MonitorConfig
 from monitor.data.cohort import synth_cohort
 from monitor.demo import DemoOptions, demo_config, run_demo
 from monitor.stream.schema import validate_records
+from tests.support.store_reads import one_row
 
 
 def _confirmed(db) -> pd.DataFrame:
@@ -52,7 +53,7 @@ def test_demo_shows_a_confirmed_flip_and_downgrade(tmp_path) -> None:
                  & (ev.metric == "DI") & (ev.kind == "verdict_flip")]  # fmt: skip
     assert control.empty
     with duckdb.connect(str(db), read_only=True) as c:
-        assert c.execute("SELECT count(*) FROM dead_letters").fetchone()[0] == 3
+        assert one_row(c, "SELECT count(*) FROM dead_letters")[0] == 3
         jobs = set(c.execute("SELECT DISTINCT job FROM job_runs WHERE state='success'").df().job)
     assert {"axis2", "axis3", "equilense"} <= jobs
     assert "verdicts that changed and are stable now" in text
@@ -103,8 +104,8 @@ def test_diabetes130_demo_reports_axis3_not_applicable(tmp_path) -> None:
     assert "CC BY 4.0" in text and "Axis 3 is not applicable" in text
     assert "replay clock" in text
     with duckdb.connect(str(tmp_path / "diabetes130.duckdb"), read_only=True) as c:
-        n = c.execute("SELECT count(*) FROM discharges").fetchone()[0]
-        hospitals = c.execute("SELECT count(hospital_id) FROM discharges").fetchone()[0]
+        n = one_row(c, "SELECT count(*) FROM discharges")[0]
+        hospitals = one_row(c, "SELECT count(hospital_id) FROM discharges")[0]
     assert n == 76_252 and hospitals == 0  # no invented sites
 
 
@@ -134,9 +135,7 @@ def test_texas100x_demo_runs_on_a_users_file(tmp_path, capsys) -> None:
     text = out.getvalue()
     assert "Texas-100X" in text and "texas100x-xgb" in text
     with duckdb.connect(str(tmp_path / "texas100x.duckdb"), read_only=True) as c:
-        n, sites = c.execute(
-            "SELECT count(*), count(DISTINCT hospital_id) FROM discharges"
-        ).fetchone()
+        n, sites = one_row(c, "SELECT count(*), count(DISTINCT hospital_id) FROM discharges")
     from monitor.data.datasets.texas100x import load_texas100x
     from monitor.data.scorer import split_train_stream
 
@@ -183,8 +182,8 @@ def test_produce_to_a_file_replays_through_run(tmp_path, capsys) -> None:
     assert main(["run", "--config", str(cfg), "--input", str(path), "--db", str(db),
                  "--port", "0", "--until-idle", "1", "--no-scheduler"]) == 0  # fmt: skip
     with duckdb.connect(str(db), read_only=True) as c:
-        assert c.execute("SELECT count(*) FROM discharges").fetchone()[0] == len(lines)
-        assert c.execute("SELECT count(*) FROM dead_letters").fetchone()[0] == 0
+        assert one_row(c, "SELECT count(*) FROM discharges")[0] == len(lines)
+        assert one_row(c, "SELECT count(*) FROM dead_letters")[0] == 0
 
 
 def test_produce_publishes_valid_records_to_kafka(kafka_broker: str, tmp_path) -> None:

@@ -111,7 +111,9 @@ def _scrape(base: str) -> dict:
     }
 
 
-def _groups(scrape: dict, model: str = "big") -> dict[tuple[str, str], tuple[float, float]]:
+def _groups(
+    scrape: dict, model: str = "big"
+) -> dict[tuple[str, str], tuple[float, float | None]]:
     """(attribute, group) -> (records, selection rate) as /metrics publishes them."""
     rec, rate = {}, {}
     for (name, labels), v in scrape["metrics"].items():

@@ -125,7 +125,9 @@ def _produce(broker: str, topic: str, cwd: Path, records: int = 2000) -> tuple[s
         capture_output=True, text=True, env=_env(), cwd=cwd, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    n = int(re.search(r"produce: ([\d,]+) scored records", done.stdout)[1].replace(",", ""))
+    produced = re.search(r"produce: ([\d,]+) scored records", done.stdout)
+    assert produced is not None, "`produce` prints how many records it sent"
+    n = int(produced[1].replace(",", ""))
     return done.stdout.split("consume with: ", 1)[1].strip(), n
 
 

@@ -295,8 +295,11 @@ def test_broker_outage_not_ready_then_resumes_with_nothing_lost(own_kafka_broker
         # VFRMonitorStale's input does not move while nothing is evaluated: the alert fires.
         # Compared from `during` (the outage detected), not `before`: records fetched before
         # the stop may still get their wall-clock hop (hop_seconds = 1) just after it.
+        evaluated_at: dict[str, float] = {}  # each model's last evaluation before the stop
         for m in ("model-00", "model-01", "model-02"):
-            assert metric(before, "vfr_last_evaluation_timestamp_seconds", model=m) is not None
+            at = metric(before, "vfr_last_evaluation_timestamp_seconds", model=m)
+            assert at is not None
+            evaluated_at[m] = at
             ts = metric(during, "vfr_last_evaluation_timestamp_seconds", model=m)
             assert metric(later, "vfr_last_evaluation_timestamp_seconds", model=m) == ts
         # the lag series keeps its last known figure (nothing can be produced meanwhile):
@@ -318,7 +321,7 @@ def test_broker_outage_not_ready_then_resumes_with_nothing_lost(own_kafka_broker
             after = svc.get("/metrics")[1]
             return all(
                 (metric(after, "vfr_last_evaluation_timestamp_seconds", model=m) or 0)
-                > metric(before, "vfr_last_evaluation_timestamp_seconds", model=m)
+                > evaluated_at[m]
                 for m in ("model-00", "model-01", "model-02")
             )
 
@@ -472,8 +475,8 @@ def _hostile_payloads(n: int, seed: int) -> list[bytes | None]:
             rec[rng.choice(["race", "sex", "ethnicity", "age_band"])] = f"code-{rng.randrange(99)}"
             out.append(_json.dumps(rec).encode())  # unknown codes
         elif kind == 4:
-            raw = _json.dumps(rec)
-            out.append((raw[:-1] + ', "score": 0.5, "score": 0.1}').encode())  # duplicate keys
+            doc = _json.dumps(rec)
+            out.append((doc[:-1] + ', "score": 0.5, "score": 0.1}').encode())  # duplicate keys
         elif kind == 5:
             out.append(("[" * 5000 + "]" * 5000).encode())  # deep nesting
         elif kind == 6 and rng.random() < 0.05:

@@ -175,14 +175,19 @@ def attacker_feasible(pub: dict) -> tuple[Pairs, list[dict]]:
     for attr, group, pos in MARGINS:
         n_max = int(counts[(attr, group)]) + 2
         total = _pairs(counts[(attr, group)], rates.get((attr, group)), n_max)
+        assert total is not None  # the margin's own count is published (asserted above)
         members = [c for c in LABELS["race_x_sex"] if c.split(":")[pos] == group]
-        known, free = [], []
+        known: list[str] = []
+        free: list[str] = []
+        parts: list[Pairs] = []  # the shown combinations' (records, selected)
         for c in members:
             key = ("race_x_sex", c)
             p = _pairs(counts.get(key), rates.get(key), n_max)
-            (known if p is not None else free).append(c)
-        parts = [_pairs(counts.get(("race_x_sex", c)), rates.get(("race_x_sex", c)), n_max)
-                 for c in known]  # fmt: skip
+            if p is None:
+                free.append(c)
+            else:
+                known.append(c)
+                parts.append(p)
         left = _minus(total, parts, n_max)  # what the unpublished combinations hold
         others = [c for c in free if c != TARGET[1]]
         here = {

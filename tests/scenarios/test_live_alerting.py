@@ -54,6 +54,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pytest
@@ -133,7 +134,7 @@ def _binaries() -> dict[str, str]:
             f"missing {', '.join(missing)}: this test needs Prometheus and Alertmanager; "
             "`make test` installs them (Debian packages prometheus, prometheus-alertmanager)"
         )
-    return found  # type: ignore[return-value]
+    return {k: v for k, v in found.items() if v is not None}  # all of them (checked above)
 
 
 def _records(rng, n: int, start: int, sel_rate_sex0: float, sel_rate_sex1: float) -> list[bytes]:
@@ -219,7 +220,8 @@ class Servers:
 
     def __init__(self, tmp: Path, service_target: str, bins: dict[str, str]):
         self.tmp, self.bins = tmp, bins
-        self.procs: list[subprocess.Popen] = []
+        #: (name, process, its log file): the log is closed with the process
+        self.procs: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = []
         self.target = service_target
         self._choose_ports()
 
@@ -320,30 +322,29 @@ class Servers:
     def _spawn(self, name: str, cmd: list[str]) -> None:
         log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        proc.log_file = log  # type: ignore[attr-defined]
-        self.procs.append(proc)
+        self.procs.append((name, proc, log))
 
     def _ok(self, url: str) -> bool:
-        for p in self.procs:
+        for name, p, log_file in self.procs:
             if p.poll() is not None:
-                log = Path(p.log_file.name).read_text()[-2000:]  # type: ignore[attr-defined]
+                log = Path(log_file.name).read_text()[-2000:]
                 if "address already in use" in log:
                     raise PortTakenError(log)
-                pytest.fail(f"{p.args[0]} exited with {p.returncode}:\n{log}")
+                pytest.fail(f"{name} exited with {p.returncode}:\n{log}")
         with urllib.request.urlopen(url, timeout=2) as r:
             return r.status == 200
 
     def stop(self) -> None:
-        for p in self.procs:
+        for _, p, _ in self.procs:
             if p.poll() is None:
                 p.terminate()
-        for p in self.procs:
+        for _, p, log_file in self.procs:
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=5)
-            p.log_file.close()  # type: ignore[attr-defined]
+            log_file.close()
 
     # ---- Prometheus API
     def query(self, expr: str) -> list[dict]:

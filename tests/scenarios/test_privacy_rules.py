@@ -178,7 +178,7 @@ def test_one_failing_metrics_update_is_counted_and_the_other_models_still_export
             raise RuntimeError("injected")
         real(model, *args)
 
-    svc._health = health  # type: ignore[method-assign]
+    svc._health = health
     try:
         recs = [{**GOOD, "record_id": f"{m}-{i}", "model_id": m, "sex": str(i % 2),
                  "label": i % 2} for m in ("m1", "m2") for i in range(40)]  # fmt: skip

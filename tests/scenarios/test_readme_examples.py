@@ -146,7 +146,9 @@ def _run_recipe(steps, tmp_path, monkeypatch, capsys) -> str:
 
 
 def _stored_all(out: str) -> None:
-    n = int(re.search(r"produce: ([\d,]+) scored records", out).group(1).replace(",", ""))
+    produced = re.search(r"produce: ([\d,]+) scored records", out)
+    assert produced is not None, "`produce` prints how many records it sent"
+    n = int(produced.group(1).replace(",", ""))
     assert n > 0
     assert f"stopped after {n} messages: stored {n}, duplicates 0, dead-lettered 0" in out, out
 

@@ -83,6 +83,7 @@ def _start(cfg: Path, db: Path, *extra: str) -> tuple[subprocess.Popen, str]:
          "--no-scheduler", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )  # fmt: skip
+    assert proc.stdout is not None  # stdout=PIPE
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         line = proc.stdout.readline()

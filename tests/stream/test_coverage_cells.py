@@ -45,8 +45,8 @@ def _stream(n: int, biased: bool, joined: bool = False) -> list[bytes]:
         lost = biased and rec[BIASED[0]] == BIASED[1] and i % 2 == 0
         late.append(None if lost else outcome)
         out.append(pred)
-        if i >= LAG and late[i - LAG] is not None:
-            out.append(late[i - LAG])  # type: ignore[arg-type]
+        if i >= LAG and (due := late[i - LAG]) is not None:
+            out.append(due)
     return [json.dumps(m).encode() for m in out]
 
 
@@ -62,7 +62,8 @@ def _run(tmp_path, payloads: list[bytes]) -> tuple[list[dict], str, str]:
             chunk = payloads[i : i + 500]
             service.pipeline.ingest_batch(chunk, [Origin("t", 0, i + k) for k in range(len(chunk))])
         service.pipeline.flush()
-        url = service.api.url  # type: ignore[union-attr]
+        assert service.api is not None  # start() serves the API
+        url = service.api.url
         with urllib.request.urlopen(url + "/api/cells", timeout=10) as r:
             cells = json.loads(r.read())
         with urllib.request.urlopen(url + "/metrics", timeout=10) as r:

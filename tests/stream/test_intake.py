@@ -40,8 +40,10 @@ def _batch(parse_faults: bool = True) -> list[bytes | None]:
     for i, rec in enumerate(recs):
         p, o = prediction_and_outcome(rec, i, 1)
         out += [json.dumps(p).encode(), json.dumps(o).encode()]
-    future = dict(json.loads(out[0]), record_id="later", event_time="2099-01-01T00:00:00Z")
-    late_outcome = dict(json.loads(out[1]), event_time="2099-01-01T00:00:00Z")
+    first, its_outcome = out[0], out[1]
+    assert first is not None and its_outcome is not None  # the pairs above, no fault yet
+    future = dict(json.loads(first), record_id="later", event_time="2099-01-01T00:00:00Z")
+    late_outcome = dict(json.loads(its_outcome), event_time="2099-01-01T00:00:00Z")
     judged = [
         json.dumps({"model_id": "model-00"}).encode(),  # fields missing
         json.dumps(future).encode(),  # scored in the future: refused at admission

@@ -5,6 +5,7 @@ tests and the dashboards' (which need an exposition holding every metric)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from monitor.core.axis1 import CellResult
 from monitor.core.coverage import AttributeCoverage, PublishedCoverage
@@ -29,7 +30,7 @@ class State:
         return StateSnapshot(list(self.cells.values()), list(self.models.values()), self.lag)
 
     def model(self, model_id: str = "xgb", **over) -> None:
-        kw = dict(window_records=5000, groups={}, auroc=None, accuracy=None)
+        kw: dict[str, Any] = dict(window_records=5000, groups={}, auroc=None, accuracy=None)
         if model_id in self.models:
             m = self.models[model_id]
             kw = dict(window_records=m.window_records, groups=m.groups, auroc=m.auroc,
@@ -45,7 +46,7 @@ class State:
 
 def make_cell(model="xgb", metric="DI", attribute="race", **over) -> CellEvaluation:
     """A CellEvaluation with sensible defaults; keyword overrides of the exported fields."""
-    kw = dict(
+    kw: dict[str, Any] = dict(
         value=0.83, vfr=0.24, dominant_pass=True, point_pass=True, sigma=1.5, ci_low=0.78,
         ci_high=0.9, n_star=4000.0, kappa=0.55, tier=Tier.CAUTION_REQUIRED.value,
         partial=False, confirmed_tier=Tier.PRACTICAL_STABILITY.value, window_n=5000,

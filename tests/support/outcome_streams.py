@@ -50,7 +50,7 @@ def two_kind_payloads(
     stream: list[dict] = []
     for i, p in enumerate(preds):
         stream.append(p)
-        if i >= lag and outs[i - lag] is not None:
-            stream.append(outs[i - lag])
+        if i >= lag and (late := outs[i - lag]) is not None:
+            stream.append(late)
     stream.extend(o for o in outs[max(len(outs) - lag, 0) :] if o is not None)
     return [json.dumps(m).encode() for m in stream]

@@ -5,15 +5,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import duckdb
 import pandas as pd
 
 from monitor.publish.events import event_row
 from monitor.store import Store, queries
 
 
+def one_row(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()
+) -> tuple[Any, ...]:
+    """The row a one-row query (an aggregate) returns: DuckDB types ``fetchone`` as maybe
+    ``None``, which such a query never gives."""
+    row = con.execute(sql, list(params)).fetchone()
+    assert row is not None, "an aggregate query returns one row"
+    return row
+
+
 def scalar(store: Store, sql: str, params: Sequence[Any] = ()) -> int:
     """The integer a one-value query returns."""
-    return int(store.cursor().execute(sql, list(params)).fetchone()[0])
+    return int(one_row(store.cursor(), sql, params)[0])
 
 
 def window_results(store: Store, model_id: str | None = None) -> pd.DataFrame:

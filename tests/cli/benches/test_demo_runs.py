@@ -12,7 +12,12 @@ from monitor.config import MonitorConfig
 
 def test_headless_is_unpaced_without_a_view_and_returns_the_file(monkeypatch) -> None:
     seen = []
-    monkeypatch.setattr(monitor.demo, "run_demo", lambda cfg, opts, out: seen.append(opts) or 0)
+
+    def fake_run_demo(cfg, opts, out):
+        seen.append(opts)
+        return 0
+
+    monkeypatch.setattr(monitor.demo, "run_demo", fake_run_demo)
     path = headless_demo(MonitorConfig(), 4000, "/tmp/x", outcomes="delayed", bias="race=2:0.3")
     assert path == "/tmp/x/synthetic.duckdb"
     (opts,) = seen
@@ -29,7 +34,7 @@ def test_payloads_carry_the_demos_config_for_its_models(monkeypatch) -> None:
         frame=pd.DataFrame({"event_time": ["2026-03-01T00:00:00Z", "2026-01-05T00:00:00Z"]}),
     )
     monkeypatch.setattr(monitor.demo, "build_stream", lambda opts: (stream, None))
-    asked = {}
+    asked: dict[str, object] = {}
 
     def fake_config(base, attributes, opts, features, models, oldest_event_time):
         asked.update(features=features, models=models, oldest=oldest_event_time, rate=opts.rate)

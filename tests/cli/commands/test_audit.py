@@ -21,7 +21,7 @@ def test_a_missing_input_is_named_with_exit_two(tmp_path, capsys) -> None:
 def test_flags_reach_the_audit_and_the_written_files_are_listed(
     tmp_path, capsys, monkeypatch
 ) -> None:
-    seen = {}
+    seen: dict[str, object] = {}
 
     def fake_run(path, config, progress):
         seen.update(path=path, skip=config.input.skip_invalid_rows, progress=progress.enabled)

@@ -21,7 +21,7 @@ def test_a_missing_input_is_named_with_exit_two(tmp_path, capsys) -> None:
 
 
 def test_flags_reach_the_comparison(tmp_path, capsys, monkeypatch) -> None:
-    seen = {}
+    seen: dict[str, object] = {}
 
     def fake_run(source, config, *, model, seed, progress):
         seen.update(source=source, model=model, seed=seed, progress=progress)
