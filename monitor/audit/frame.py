@@ -569,8 +569,8 @@ def tidy_cells(
                 "metric": cell.metric,
                 "attribute": columns.get(attr, attr),
                 "value": _number(d["value"]),
-                "threshold": cell.threshold,
-                "direction": cell.direction,
+                "threshold": cell.result.threshold,
+                "direction": cell.result.direction,
                 "verdict": SMALL_CELL_LABEL if withheld else d["point_verdict"],
                 "dominant_verdict": SMALL_CELL_LABEL if withheld else d["dominant_verdict"],
                 "vfr": _number(d["vfr"]),
@@ -618,7 +618,7 @@ class FrameAudit:
 
     #: the configuration the audit ran with (the CLI reads the same from :attr:`toml`)
     config: MonitorConfig
-    #: the engine's report (AuditCell objects, EquiLense, timings, notes)
+    #: the engine's report (its cells, EquiLense, timings, notes)
     audit: AuditReport = field(repr=False)
     #: one row per (model, metric, attribute): :data:`TIDY_COLUMNS`
     cells: pd.DataFrame = field(repr=False)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from monitor.config import MIN_GROUP_SUPPORT, MonitorConfig
-from monitor.core.axis1 import CellResult, run_axis1
+from monitor.core.axis1 import run_axis1
+from monitor.core.cell_result import CellResult
 from monitor.core.counts import CountTable
 
 #: Pass-rule tolerance, as in monitor.core.metrics.passes.

@@ -22,13 +22,13 @@ from typing import Any, TextIO
 
 import pandas as pd
 
-from batch_axes.audit_cell import AuditCell
 from batch_axes.equilense import EquiLenseResult
-from batch_axes.runner import cohort_days, combine_cell, run_axis2, run_axis3, run_equilense
+from batch_axes.runner import cell_with_axes, cohort_days, run_axis2, run_axis3, run_equilense
 from monitor.audit.input_errors import left_out_lines
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
 from monitor.core.axis1 import run_axis1
+from monitor.core.results import CellEvaluation
 from monitor.core.tables import tables_from_frame
 from monitor.publish.cells import published_audit_cell
 from monitor.publish.counts import published_left_out
@@ -51,7 +51,7 @@ CELL_COLUMNS = (
 class AuditReport:
     """Everything an audit produced, ready to be written or inspected."""
 
-    cells: list[AuditCell]
+    cells: list[CellEvaluation]
     equilense: EquiLenseResult
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -141,7 +141,9 @@ def run_audit(
     # small-cell rule: a model with fewer than 11 records in the cohort shows "<11" in
     # place of every figure of its cells (files and printed summary alike: published_audit_cell)
     cells = [
-        combine_cell(c, a2_by.get((c.model_id, c.metric, c.attribute)), a3.get(c.model_id), config)
+        cell_with_axes(
+            c, a2_by.get((c.model_id, c.metric, c.attribute)), a3.get(c.model_id), config
+        )
         for c in a1
     ]
     eq = prog.step(
@@ -207,14 +209,15 @@ def format_summary(report: AuditReport) -> str:
                 f"{SMALL_CELL_LABEL:>9}{SMALL_CELL_LABEL:>8}  {SMALL_CELL_LABEL}"
             )
             continue
-        value = "undef" if math.isnan(c.value) else f"{c.value:.3f}"
+        r, k = c.result, c.own_kappa
+        value = "undef" if math.isnan(r.value) else f"{r.value:.3f}"
         n_star = c.n_star if c.n_star is None or math.isinf(c.n_star) else int(c.n_star)
-        kappa = "n/a" if c.kappa is None else "n/e" if math.isnan(c.kappa) else f"{c.kappa:.2f}"
+        kappa = "n/a" if k is None else "n/e" if math.isnan(k) else f"{k:.2f}"
         tier = c.tier.tier.value + (" (partial)" if c.tier.partial else "")
-        verdict, vfr = c.dominant_verdict, f"{c.vfr:>7.3f}"
-        if not c.evaluable:  # no verdict, VFR or tier: the reason instead
+        verdict, vfr = r.dominant_verdict, f"{r.vfr:>7.3f}"
+        if not c.tier.evaluable:  # no verdict, VFR or tier: the reason instead
             verdict, vfr, kappa = "n/e", f"{'-':>7}", "-"
-            tier += f": {c.not_evaluable_reason}"
+            tier += f": {r.not_evaluable_reason}"
         lines.append(
             f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute:<{w}}{value:>8} "
             f"{verdict:>8}{vfr}{n_star!s:>9}{kappa:>8}  {tier}"

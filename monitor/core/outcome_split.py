@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import MetricRule, MonitorConfig
-from monitor.core.axis1 import CellResult, evaluate_axis1
+from monitor.core.axis1 import evaluate_axis1
+from monitor.core.cell_result import CellResult
 from monitor.core.counts import CountTable
 from monitor.core.tables import tables_from_frame
 

@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from batch_axes.audit_cell import AUDIT_IDENTITY, AuditCell
+from batch_axes.audit_cell import AUDIT_IDENTITY, audit_row
 from monitor.core.privacy import SMALL_CELL_LABEL, reportable, rounded_count
 from monitor.core.results import CellEvaluation
 
@@ -126,13 +126,14 @@ def published_event_rows(
     return [withhold(r, sizes.get((r["model_id"], r["evaluation"])), EVENT_IDENTITY) for r in rows]
 
 
-def published_audit_cell(cell: AuditCell) -> dict[str, Any]:
-    """The audit's cells.csv / cells.json row (:meth:`AuditCell.row`) as it is written:
+def published_audit_cell(cell: CellEvaluation) -> dict[str, Any]:
+    """An audit's cell as its cells.csv / cells.json row (:func:`audit_row`) is written:
     counts rounded to 5 (``cohort_n`` and the API cells' counts, ``resample_n`` and
     ``min_denominator``: :func:`published_cell`), so the cohort size minus the EquiLense
     group sizes of ``mppd.json`` names no withheld group; a cohort of fewer than 11
     records keeps its identity only."""
-    out = published_cell(cell.row(), cell.cohort_n, AUDIT_IDENTITY)
+    n = cell.result.window_n
+    out = published_cell(audit_row(cell), n, AUDIT_IDENTITY)
     if not cell.withheld:
-        out["cohort_n"] = rounded_count(cell.cohort_n)  # type: ignore[arg-type]  # not withheld: a count
+        out["cohort_n"] = rounded_count(n)
     return out

@@ -46,7 +46,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from batch_axes.audit_cell import AuditCell
+from batch_axes.audit_cell import audit_cell_from_row, axis3_note, kappa_band, kappa_degenerate
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import AttributeMPPD, EquiLenseResult
@@ -56,6 +56,7 @@ from monitor.config import MonitorConfig
 from monitor.config.errors import UserError
 from monitor.core.events import CERTIFIED_CHANGE, CellEvent
 from monitor.core.numbers import float_or_none
+from monitor.core.results import CellEvaluation
 from monitor.publish.axes import published_axis3_note, reported_axis
 from monitor.publish.counts import published_count, published_size, rounded_count
 from monitor.publish.mppd import family_hidden, published_pair_matrix
@@ -875,7 +876,7 @@ def read_audit_dir(
         rows = raw["cells"]
     except (ValueError, KeyError, TypeError) as exc:
         raise ReportInputError(f"{cells_path}: not an audit cells.json ({exc})") from None
-    audit = [AuditCell.from_dict(r) for r in rows]
+    audit = [audit_cell_from_row(r) for r in rows]
     cells = [published_audit_point(c) for c in audit]
     guard = _guard_notes(cfg)
     if guard:
@@ -935,22 +936,22 @@ def _set_mppd(mr: ModelReport, result: EquiLenseResult) -> None:
         mr.mppd_note = result.mppd_note
 
 
-def _audit_axis3(cells: list[AuditCell], model: str, cfg: MonitorConfig) -> Axis3Summary:
+def _audit_axis3(cells: list[CellEvaluation], model: str, cfg: MonitorConfig) -> Axis3Summary:
     mine = [c for c in cells if c.model_id == model]
-    applicable = not any(c.kappa_band == "not applicable" for c in mine)
-    by_metric: dict[str, AuditCell] = {}
+    applicable = not any(kappa_band(c) == "not applicable" for c in mine)
+    by_metric: dict[str, CellEvaluation] = {}
     for c in mine:
         by_metric.setdefault(c.metric, c)
     small = any(c.withheld for c in mine)
     metrics = tuple(
         MetricKappa(
             metric=m,
-            kappa=None if small else float_or_none(c.kappa),
-            band=c.kappa_band,
-            degenerate=bool(c.kappa_degenerate),
+            kappa=None if small else float_or_none(c.own_kappa),
+            band=kappa_band(c),
+            degenerate=bool(kappa_degenerate(c)),
             fails="axis3" in c.tier.failed_axes,
         )
         for m, c in by_metric.items()
     )
-    reason = next((c.axis3_note for c in mine if c.axis3_note), "")
+    reason = next((axis3_note(c) for c in mine if axis3_note(c)), "")
     return Axis3Summary(applicable, reason, 0, 0, cfg.axis3.kappa_cutoff, metrics)

@@ -28,7 +28,8 @@ from monitor.config import MonitorConfig
 
 # Only the Axis 1 engine (numpy) and the configuration: not batch_axes.runner, whose
 # imports (pandas, scikit-learn, the slow axes) would triple the worker's memory.
-from monitor.core.axis1 import CellResult, compile_kernels
+from monitor.core.axis1 import compile_kernels
+from monitor.core.cell_result import CellResult
 from monitor.core.locks import named_lock
 from monitor.core.outcome_split import evaluate_split
 
