@@ -201,6 +201,19 @@ def audit_cell_from_row(d: Mapping[str, Any]) -> CellEvaluation:
     return CellEvaluation(result, tier, axis2, _axis3_from_row(d, tier.evaluable))
 
 
+def read_withheld(cell: CellEvaluation) -> bool:
+    """Whether a cell read back by :func:`audit_cell_from_row` came from a withheld row (its
+    identity only, no records). A shown row's cohort is rounded from 11 records or more, so
+    it reads back as 10 at least, and stays shown.
+
+    >>> row = {"model_id": "m", "metric": "DI", "attribute": "race", "threshold": 0.8,
+    ...        "direction": "min", "K": 500, "cohort_n": "<11"}
+    >>> read_withheld(audit_cell_from_row(row))
+    True
+    """
+    return cell.result.window_n == 0
+
+
 def _axis3_from_row(d: Mapping[str, Any], evaluable: bool) -> Axis3Outcome | None:
     """Axis 3's outcome as far as a row shows it: a cell without a verdict shows none of
     Axis 3 but its note."""

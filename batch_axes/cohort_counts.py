@@ -25,6 +25,31 @@ Slot 0 holds the records without a hospital id (Axis 2 counts them, Axis 3 leave
 them out and says how many). Slots are never reused; a hospital whose records all
 left the cohort keeps an all-zero slot and takes no part in the fold assignment.
 
+Cohort counts form a monoid, as :class:`~monitor.core.counts.CountTable` does: ``+``
+merges two cohorts' counts hospital by hospital (slots matched by hospital id), ``-``
+takes a contained part out again, and the sum of the counts of two disjoint record sets
+is the counts of their union, to the bit (every array is an exact integer). Why: a
+network of hospitals sums its sites' counts (by secure aggregation) and runs the same
+engine on the sum (:mod:`batch_axes.table_engine`). What travels is
+:meth:`CohortCounts.to_vector`: one flat int64 vector in a :class:`CountsLayout` that
+every site shares, read back by :meth:`CohortCounts.from_vector` bit for bit; the
+per-hospital count tables a site may hold instead become cohort counts with
+:meth:`CohortCounts.from_tables`.
+
+>>> from monitor.config import AttributeConfig
+>>> sex = [AttributeConfig(name="sex", groups={"0": "F", "1": "M"})]
+>>> ids = np.array(["h1", "h2", None], dtype=object); g = np.array([0, 1, 1])
+>>> y, d, s = np.array([1, 0, 1]), np.array([1, 0, 0]), np.array([0.9, 0.2, 0.45])
+>>> a, b, both = CohortCounts(sex), CohortCounts(sex), CohortCounts(sex)
+>>> a.add(ids[:2], {"sex": g[:2]}, y[:2], d[:2], s[:2])
+>>> b.add(ids[2:], {"sex": g[2:]}, y[2:], d[2:], s[2:])
+>>> both.add(ids, {"sex": g}, y, d, s)
+>>> a + b == both, (a + b).n, (a + b - b) == a
+(True, 3, True)
+>>> vector, layout = both.to_vector()
+>>> vector.dtype, layout.hospitals, CohortCounts.from_vector(vector, layout) == both
+(dtype('int64'), ('h1', 'h2'), True)
+
 The fold assignment (:func:`group_kfold_from_sizes`) is scikit-learn's GroupKFold
 (no shuffle) computed from the per-hospital record counts instead of from one
 group label per record: the same greedy rule (largest hospital first, into the
@@ -34,13 +59,14 @@ lightest fold, stable order), tested equal to GroupKFold.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from monitor.config import AttributeConfig
-from monitor.core.counts import CountTable, _words_to_float, score_bins
+from monitor.core.counts import _LO_BITS, _LO_MASK, CountTable, _words_to_float, score_bins
 
 #: Records per bincount: word sums stay below 2**53 (CountTable's batch rule).
 _MAX_BATCH = 1 << 25
@@ -81,6 +107,82 @@ def _fold_sums(rows: np.ndarray, starts: np.ndarray, n_folds: int) -> np.ndarray
     if rows.shape[0]:
         out[filled] = np.add.reduceat(rows, starts[filled], axis=0)
     return out
+
+
+def _attributes_difference(
+    mine: Sequence[AttributeConfig], theirs: Sequence[AttributeConfig]
+) -> str:
+    """What differs between two attribute lists (names, order, group codes), "" if nothing."""
+    names, other = [a.name for a in mine], [a.name for a in theirs]
+    if names != other:
+        return f"different attributes: {names} here, {other} there"
+    for a, b in zip(mine, theirs, strict=True):
+        if a.codes != b.codes:
+            return f"attribute {a.name!r} has different group codes: {list(a.codes)} here, " + (
+                f"{list(b.codes)} there"
+            )
+    return ""
+
+
+def _shape_difference(
+    mine: tuple[Sequence[AttributeConfig], int, bool],
+    theirs: tuple[Sequence[AttributeConfig], int, bool],
+) -> str:
+    """What differs between two (attributes, bins, with_tables), "" if nothing."""
+    if attrs := _attributes_difference(mine[0], theirs[0]):
+        return attrs
+    if mine[1] != theirs[1]:
+        return f"different score bins: {mine[1]} here, {theirs[1]} there"
+    if mine[2] != theirs[2]:
+        keeps = ("here", "there") if mine[2] else ("there", "here")
+        return (
+            f"the counts {keeps[0]} keep Axis 2's count tables (with_tables) and those "
+            f"{keeps[1]} do not"
+        )
+    return ""
+
+
+@dataclass(frozen=True)
+class CountsLayout:
+    """Where each integer of :meth:`CohortCounts.to_vector`'s vector belongs.
+
+    ``hospitals`` are the ids of slots 1, 2, ... (slot 0: the records without one). Two
+    sites' vectors can be summed element by element when their layouts are equal: the
+    sites of a network write theirs in one shared layout (``to_vector(layout)``), whose
+    hospitals are every site's.
+    """
+
+    attributes: tuple[AttributeConfig, ...]
+    bins: int
+    hospitals: tuple[Any, ...]
+    with_tables: bool = True
+
+    @property
+    def size(self) -> int:
+        """Integers in the vector: records per slot; per attribute its per-slot counts and
+        score words; per attribute its count table (counts, four words) when kept."""
+        S = 1 + len(self.hospitals)
+        cells = [len(a.codes) * 4 * self.bins for a in self.attributes]
+        per_slot = sum(c + 2 * (c // 4) for c in cells)
+        return S * (1 + per_slot) + (5 * sum(cells) if self.with_tables else 0)
+
+    def check_compatible(self, other: CountsLayout) -> None:
+        """Raise ValueError naming what differs, unless vectors of the two layouts can be
+        summed (everything equal, hospitals in the same order)."""
+        if not isinstance(other, CountsLayout):
+            raise TypeError(f"a CountsLayout is compared with a CountsLayout, not {type(other)}")
+        diff = _shape_difference(
+            (self.attributes, self.bins, self.with_tables),
+            (other.attributes, other.bins, other.with_tables),
+        )
+        if not diff and self.hospitals != other.hospitals:
+            diff = (
+                f"different hospital slots ({len(self.hospitals)} here, {len(other.hospitals)} "
+                "there, or another order): write every vector in one shared layout "
+                "(CohortCounts.to_vector(layout))"
+            )
+        if diff:
+            raise ValueError(f"count vectors of different layouts: {diff}")
 
 
 class CohortCounts:
@@ -256,6 +358,259 @@ class CohortCounts:
         out.tables = {k: t.copy() for k, t in self.tables.items()}
         return out
 
+    # ---------------------------------------------------------------- monoid
+    @property
+    def hospital_ids(self) -> tuple[Any, ...]:
+        """The hospital id of each slot from 1 on (slot 0 holds the records without one)."""
+        return tuple(self.slot_ids[1:])
+
+    def check_compatible(self, other: CohortCounts) -> None:
+        """Raise ValueError naming what differs (attributes, their group codes, score bins,
+        whether Axis 2's tables are kept) unless the two can be added; hospitals may
+        differ (``+`` matches them by id)."""
+        if not isinstance(other, CohortCounts):
+            raise TypeError(f"cohort counts combine with cohort counts, not {type(other)}")
+        diff = _shape_difference(
+            (self.attributes, self.bins, self.with_tables),
+            (other.attributes, other.bins, other.with_tables),
+        )
+        if diff:
+            raise ValueError(f"cohort counts of different shapes: {diff}")
+
+    def with_hospitals(self, hospitals: Sequence[Any]) -> CohortCounts:
+        """A copy whose slots hold exactly ``hospitals``, in that order (slot 0 stays the
+        records without an id): how a site writes its counts in a network's shared layout.
+        A hospital with records here must be in ``hospitals`` (one without records, whose
+        slot is all zeros, may be left out)."""
+        ids = tuple(hospitals)
+        index = {h: i + 1 for i, h in enumerate(ids)}
+        if len(index) != len(ids) or None in index:
+            raise ValueError("hospital ids of a layout are distinct and not None")
+        S = len(self.slot_ids)
+        mine = np.arange(S, dtype=np.int64)
+        target = np.array([0, *(index.get(h, -1) for h in self.slot_ids[1:])], dtype=np.int64)
+        lost = (target < 0) & (self.slot_n[:S] > 0)
+        if lost.any():
+            raise ValueError(
+                f"{int(lost.sum())} hospital(s) with records here are not in the "
+                f"{len(ids)} hospitals given"
+            )
+        keep = target >= 0
+        out = CohortCounts(self.attributes, self.bins, with_tables=False)
+        out.with_tables, out.slot_ids = self.with_tables, [None, *ids]
+        out._slot_of = {h: i for i, h in index.items()}
+        size = 1 + len(ids)
+
+        def moved(a: np.ndarray) -> np.ndarray:
+            b = np.zeros((size, *a.shape[1:]), dtype=a.dtype)
+            b[target[keep]] = a[mine[keep]]
+            return b
+
+        out.slot_n = moved(self.slot_n)
+        out.counts = {k: moved(v) for k, v in self.counts.items()}
+        out.score_hi = {k: moved(v) for k, v in self.score_hi.items()}
+        out.score_lo = {k: moved(v) for k, v in self.score_lo.items()}
+        out.tables = {k: t.copy() for k, t in self.tables.items()}
+        return out
+
+    def _aligned(self, other: CohortCounts) -> tuple[CohortCounts, CohortCounts]:
+        """Both in one layout: this one's hospitals, then the other's new ones."""
+        self.check_compatible(other)
+        ids = dict.fromkeys(self.slot_ids[1:])
+        ids.update(dict.fromkeys(other.slot_ids[1:]))
+        return self.with_hospitals(list(ids)), other.with_hospitals(list(ids))
+
+    def _combined(self, other: CohortCounts, sign: int) -> CohortCounts:
+        out, theirs = self._aligned(other)
+        if sign < 0 and (
+            np.any(theirs.slot_n > out.slot_n)
+            or any(np.any(theirs.counts[k] > out.counts[k]) for k in out.counts)
+        ):
+            raise ValueError("subtracting cohort counts that are not contained in these")
+        out.slot_n += sign * theirs.slot_n
+        for d, e in ((out.counts, theirs.counts), (out.score_hi, theirs.score_hi),
+                     (out.score_lo, theirs.score_lo)):  # fmt: skip
+            for k in d:
+                d[k] += sign * e[k]
+        out.tables = {
+            k: (t + theirs.tables[k]) if sign > 0 else (t - theirs.tables[k])
+            for k, t in out.tables.items()
+        }
+        return out
+
+    def __add__(self, other: CohortCounts) -> CohortCounts:
+        """The counts of both cohorts, hospital slots matched by id (a hospital in one only
+        keeps its counts): for disjoint record sets, the counts of their union."""
+        return self._combined(other, +1)
+
+    def __sub__(self, other: CohortCounts) -> CohortCounts:
+        """The inverse of ``+``: these counts without ``other``'s, which must be a part."""
+        return self._combined(other, -1)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal counts per hospital id (slot order and empty slots aside), equal score
+        sums (as fixed-point values, whatever their split into words) and tables."""
+        if not isinstance(other, CohortCounts):
+            return NotImplemented
+        try:
+            a, b = self._aligned(other)
+        except ValueError:
+            return False
+        return bool(
+            np.array_equal(a.slot_n, b.slot_n)
+            and all(np.array_equal(a.counts[k], b.counts[k]) for k in a.counts)
+            and all(
+                np.array_equal(x, y)
+                for k in a.counts
+                for x, y in zip(
+                    _canonical(a.score_hi[k], a.score_lo[k]),
+                    _canonical(b.score_hi[k], b.score_lo[k]),
+                    strict=True,
+                )
+            )
+            and a.tables == b.tables
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, and mutable
+
+    # ---------------------------------------------------------------- vector
+    def layout(self) -> CountsLayout:
+        """The layout of :meth:`to_vector` with this cohort's own hospital slots."""
+        return CountsLayout(self.attributes, self.bins, self.hospital_ids, self.with_tables)
+
+    def to_vector(self, layout: CountsLayout | None = None) -> tuple[np.ndarray, CountsLayout]:
+        """(the counts as one flat int64 vector, its layout): records per slot, then per
+        attribute its (slot, group, label, decision, bin) counts and (slot, group, bin)
+        score words, then per attribute its count table's counts and four words.
+
+        ``layout``: a shared one (a network's), whose hospitals include every hospital with
+        records here; default :meth:`layout`. Read back with :meth:`from_vector`, bit for
+        bit; the element-wise sum of two vectors in one layout is the vector of the two
+        cohorts' sum.
+        """
+        layout = self.layout() if layout is None else layout
+        if diff := _shape_difference(
+            (self.attributes, self.bins, self.with_tables),
+            (layout.attributes, layout.bins, layout.with_tables),
+        ):
+            raise ValueError(f"these cohort counts do not fit the layout: {diff}")
+        c = self if self.hospital_ids == layout.hospitals else self.with_hospitals(layout.hospitals)
+        S = len(c.slot_ids)
+        parts = [c.slot_n[:S]]
+        for a in c.attributes:
+            parts += [c.counts[a.name][:S], c.score_hi[a.name][:S], c.score_lo[a.name][:S]]
+        if c.with_tables:
+            for a in c.attributes:
+                t = c.tables[a.name]
+                parts += [t.counts, *t.words()]
+        vector = np.concatenate([p.reshape(-1) for p in parts]).astype(np.int64, copy=False)
+        return vector, layout
+
+    @classmethod
+    def from_vector(cls, vector: np.ndarray, layout: CountsLayout) -> CohortCounts:
+        """The cohort counts a :meth:`to_vector` vector holds (or a sum of such vectors in one
+        layout); raises ValueError when the integers are not the counts of any records (a
+        negative count, a slot whose attributes disagree on its records, a table that is
+        not its slots' sum)."""
+        v = np.asarray(vector)
+        if v.ndim != 1 or not np.issubdtype(v.dtype, np.integer):
+            raise TypeError("a count vector is a flat array of integers (to_vector's int64)")
+        if v.size != layout.size:
+            raise ValueError(f"this layout takes a vector of {layout.size} integers, not {v.size}")
+        v = v.astype(np.int64, copy=False)
+        S, B, at = 1 + len(layout.hospitals), layout.bins, 0
+
+        def take(shape: tuple[int, ...]) -> np.ndarray:
+            nonlocal at
+            n = int(np.prod(shape))
+            out = v[at : at + n].reshape(shape).copy()
+            at += n
+            return out
+
+        out = cls(layout.attributes, B, with_tables=False)
+        out.with_tables, out.slot_ids = layout.with_tables, [None, *layout.hospitals]
+        out._slot_of = {h: i + 1 for i, h in enumerate(layout.hospitals)}
+        out.slot_n = take((S,))
+        for a in layout.attributes:
+            G = len(a.codes)
+            out.counts[a.name] = take((S, G, 2, 2, B))
+            out.score_hi[a.name] = take((S, G, B))
+            out.score_lo[a.name] = take((S, G, B))
+        if layout.with_tables:
+            for a in layout.attributes:
+                shape = (len(a.codes), 2, 2, B)
+                counts = take(shape)
+                out.tables[a.name] = CountTable.from_words(
+                    a.codes, B, counts, [take(shape) for _ in range(4)]
+                )
+        out._check_consistent()
+        return out
+
+    @classmethod
+    def from_tables(
+        cls,
+        attributes: Sequence[AttributeConfig],
+        per_hospital: Mapping[Any, Mapping[str, CountTable]],
+    ) -> CohortCounts:
+        """Cohort counts from each hospital's count table per attribute (key None: the
+        records without a hospital id), all of one hospital's tables counting the same
+        records: the counts that adding those records would give, exactly."""
+        attrs = tuple(attributes)
+        if not attrs or not per_hospital:
+            raise ValueError(
+                "cohort counts from tables need an attribute and a hospital's tables (an "
+                "empty cohort is CohortCounts(attributes, bins))"
+            )
+        first = next(iter(per_hospital.values())).get(attrs[0].name)
+        out = cls(attrs, first.bins if first is not None else 10)
+        ids = [h for h in per_hospital if h is not None]
+        out.slot_ids, out._slot_of = [None, *ids], {h: i + 1 for i, h in enumerate(ids)}
+        out._grow(len(out.slot_ids))
+        for h, tables in per_hospital.items():
+            slot = 0 if h is None else out._slot_of[h]
+            if set(tables) != {a.name for a in attrs}:
+                raise ValueError(
+                    f"each hospital gives one table per attribute {[a.name for a in attrs]}, "
+                    f"not {sorted(tables)}"
+                )
+            margins = {t.counts.sum(axis=0).tobytes() for t in tables.values()}
+            if len(margins) > 1:
+                raise ValueError("one hospital's tables count different records")
+            for a in attrs:
+                t = tables[a.name]
+                if t.groups != a.codes or t.bins != out.bins:
+                    raise ValueError(
+                        f"the table of {a.name!r} has groups {list(t.groups)} and {t.bins} "
+                        f"bins, not {list(a.codes)} and {out.bins}"
+                    )
+                hi, lo = t.words()[:2]
+                out.counts[a.name][slot] += t.counts
+                out.score_hi[a.name][slot] += hi.sum(axis=(1, 2))
+                out.score_lo[a.name][slot] += lo.sum(axis=(1, 2))
+                out.tables[a.name] += t
+            out.slot_n[slot] += int(tables[attrs[0].name].counts.sum())
+        return out
+
+    def _check_consistent(self) -> None:
+        """Raise unless these integers are the counts of some set of records."""
+        S = len(self.slot_ids)
+        fault = ""
+        if np.any(self.slot_n[:S] < 0):
+            fault = "a negative record count"
+        for a in self.attributes:
+            c = self.counts[a.name][:S]
+            words = (self.score_hi[a.name][:S], self.score_lo[a.name][:S])
+            if np.any(c < 0) or any(np.any(w < 0) for w in words):
+                fault = fault or f"a negative count or score sum of {a.name!r}"
+            elif not np.array_equal(c.sum(axis=(1, 2, 3, 4)), self.slot_n[:S]):
+                fault = fault or f"the hospitals' records differ between {a.name!r} and the total"
+            elif self.with_tables and any(np.any(w < 0) for w in self.tables[a.name].words()):
+                fault = fault or f"a negative score sum in the count table of {a.name!r}"
+            elif self.with_tables and not _table_matches(self.tables[a.name], c, words):
+                fault = fault or f"the count table of {a.name!r} is not its hospitals' sum"
+        if fault:
+            raise ValueError(f"these integers are not cohort counts: {fault}")
+
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays (the hospital-id strings and dicts come on top)."""
@@ -267,3 +622,20 @@ class CohortCounts:
             for name in ("counts", "_hi", "_lo", "_sq_hi", "_sq_lo")
         )
         return int(sum(a.nbytes for a in arrays) + table_bytes)
+
+
+def _canonical(hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed-point words with the low word's carry moved up: one pair per value (a sum of
+    words may hold the same value as another split)."""
+    return hi + (lo >> _LO_BITS), lo & _LO_MASK
+
+
+def _table_matches(table: CountTable, counts: np.ndarray, words: tuple[np.ndarray, ...]) -> bool:
+    """Whether an attribute's count table is the sum of its hospitals' counts and score sums
+    (the score sums as values: the words may split them differently)."""
+    if not np.array_equal(table.counts, counts.sum(axis=0)):
+        return False
+    hi, lo = table.words()[:2]
+    mine = _canonical(hi.sum(axis=(1, 2)), lo.sum(axis=(1, 2)))
+    theirs = _canonical(words[0].sum(axis=0), words[1].sum(axis=0))
+    return all(np.array_equal(x, y) for x, y in zip(mine, theirs, strict=True))

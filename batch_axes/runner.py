@@ -208,17 +208,9 @@ def run_equilense(
     stratified sample (:mod:`batch_axes.mppd_sample`), as the result's ``sampling`` says.
     """
     eq = config.equilense
-    group_metrics = tuple(
-        r
-        for (m, a), t in tables.items()
-        for r in equilense_group_metrics(m, a, t, eq.min_group_size)
-    )
-    head: dict[str, Any] = {
-        "threshold": eq.threshold, "scaling": eq.scaling, "features": tuple(feature_names)
-    }
     if features is None:
         note = "no similarity features configured ([equilense] features): MPPD not run"
-        return EquiLenseResult(**head, group_metrics=group_metrics, mppd_note=note)
+        return run_equilense_groups(tables, config, feature_names, note)
     models: dict[str, ModelMPPD] = {}
     model_ids = records["model_id"].to_numpy(dtype=object)
     for model_id in sorted(set(model_ids)):
@@ -232,7 +224,25 @@ def run_equilense(
         X = scale_features(features if whole else features[rows], eq.scaling)
         mine = records if whole else records.iloc[rows]
         models[str(model_id)] = _model_mppd(mine, X, config)
-    return EquiLenseResult(**head, group_metrics=group_metrics, models=models)
+    return replace(run_equilense_groups(tables, config, feature_names, None), models=models)
+
+
+def run_equilense_groups(
+    tables: Tables, config: MonitorConfig, feature_names: Sequence[str], note: str | None
+) -> EquiLenseResult:
+    """EquiLense's group metrics per (model, attribute), from the count tables alone
+    (O(strata)); ``note``: why there is no MPPD (no features; the table engine: no
+    records), None when the caller adds it."""
+    eq = config.equilense
+    group_metrics = tuple(
+        r
+        for (m, a), t in tables.items()
+        for r in equilense_group_metrics(m, a, t, eq.min_group_size)
+    )
+    return EquiLenseResult(
+        threshold=eq.threshold, scaling=eq.scaling, features=tuple(feature_names),
+        group_metrics=group_metrics, mppd_note=note,
+    )  # fmt: skip
 
 
 def _model_mppd(records: pd.DataFrame, X: np.ndarray, config: MonitorConfig) -> ModelMPPD:

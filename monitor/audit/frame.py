@@ -32,7 +32,6 @@ import difflib
 import html
 import math
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,20 +42,22 @@ import pandas as pd
 import tomli_w
 
 from monitor.audit.input_mapping import AuditInputError
-from monitor.audit.run import AuditReport, Progress, run_audit, write_report
+from monitor.audit.run import AuditReport, Progress, run_audit
 from monitor.config import (
     DEFAULT_METRIC_RULES,
     EXPORTABLE_ID,
     GROUP_CODE,
     INTERSECTION_CODE_SEP,
-    KNOWN_METRICS,
     MonitorConfig,
     config_from_mapping,
     load_config,
 )
 from monitor.config.errors import ConfigError
-from monitor.publish.cells import published_audit_cell
-from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL
+from monitor.core.method import KNOWN_METRICS
+from monitor.publish.cells import audit_cell_value
+from monitor.publish.encode import WITHHELD_TEXT
+from monitor.publish.rule import SMALL_CELL
+from monitor.publish.shown import Shown
 
 #: Fields of the record schema an attribute may not be named after (the engine's frame
 #: holds them beside the attributes).
@@ -531,10 +532,9 @@ def _named_groups(
     return "; ".join(shown)
 
 
-def _number(x: Any) -> float:
-    if x is None or x == SMALL_CELL_LABEL or x == "":
-        return math.nan
-    return math.inf if x == "inf" else float(x)
+def _figure(x: float | None) -> float:
+    """A figure of a tidy row: NaN where it is undefined (None: no result)."""
+    return math.nan if x is None else float(x)
 
 
 def tidy_cells(
@@ -543,9 +543,9 @@ def tidy_cells(
     columns: Mapping[str, str] | None = None,
     sizes: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
 ) -> pd.DataFrame:
-    """The audit's cells as one tidy row each (:data:`TIDY_COLUMNS`), from their published
-    form (:func:`~monitor.publish.cells.published_audit_cell`: counts rounded, a model of
-    fewer than 11 records withheld): group names, not codes; NaN where a figure is
+    """The audit's cells as one tidy row each (:data:`TIDY_COLUMNS`), as they are
+    published (:func:`~monitor.publish.cells.audit_cell_value`: counts rounded, a model
+    of fewer than 11 records withheld): group names, not codes; NaN where a figure is
     undefined or withheld.
 
     ``verdict`` is the verdict of ``value`` (the whole cohort); ``dominant_verdict`` the
@@ -554,36 +554,39 @@ def tidy_cells(
     columns = columns or {}
     names = {a.name: a.groups for a in config.grid_attributes}
     rows = []
-    for cell in report.cells:
-        d = published_audit_cell(cell)
-        withheld = cell.withheld
-        attr = cell.attribute
-        left_out = _named_groups(
-            d["groups_left_out"], names.get(attr, {}),
-            None if sizes is None else sizes.get((cell.model_id, attr), {}),
-        )  # fmt: skip
-        note = "" if withheld else (d["not_evaluable_reason"] or d["support_note"] or "")
-        rows.append(
-            {
-                "model": cell.model_id,
-                "metric": cell.metric,
-                "attribute": columns.get(attr, attr),
-                "value": _number(d["value"]),
-                "threshold": cell.result.threshold,
-                "direction": cell.result.direction,
-                "verdict": SMALL_CELL_LABEL if withheld else d["point_verdict"],
-                "dominant_verdict": SMALL_CELL_LABEL if withheld else d["dominant_verdict"],
-                "vfr": _number(d["vfr"]),
-                "n_star": _number(d["n_star"]),
-                "kappa": _number(d["kappa"]),
-                "tier": SMALL_CELL_LABEL if withheld else d["tier"],
-                "partial": False if withheld else bool(d["partial"]),
-                "n": _number(d["cohort_n"]),
-                "groups_left_out": left_out,
-                "note": note,
-                "withheld": withheld,
-            }
-        )
+    for published in map(audit_cell_value, report.cells):
+        ident = published.identity
+        attr = ident.attribute
+        row: dict[str, object] = {
+            "model": ident.model_id,
+            "metric": ident.metric,
+            "attribute": columns.get(attr, attr),
+            "threshold": ident.threshold,
+            "direction": ident.direction,
+            "groups_left_out": _named_groups(
+                " ".join(ident.groups_left_out), names.get(attr, {}),
+                None if sizes is None else sizes.get((ident.model_id, attr), {}),
+            ),
+        }  # fmt: skip
+        if isinstance(published.figures, Shown):
+            shown = published.figures.value
+            c, r = shown.cell, shown.cell.result
+            row |= {
+                "value": _figure(r.value), "verdict": r.point_verdict,
+                "dominant_verdict": r.dominant_verdict, "vfr": _figure(r.vfr),
+                "n_star": _figure(c.n_star), "kappa": _figure(c.own_kappa),
+                "tier": c.tier.tier.value, "partial": c.tier.partial,
+                "n": float(shown.cohort_n), "note": r.not_evaluable_reason or r.support_note,
+                "withheld": False,
+            }  # fmt: skip
+        else:  # fewer than 11 records in the model's cohort
+            row |= {
+                "value": math.nan, "verdict": WITHHELD_TEXT,
+                "dominant_verdict": WITHHELD_TEXT, "vfr": math.nan, "n_star": math.nan,
+                "kappa": math.nan, "tier": WITHHELD_TEXT, "partial": False, "n": math.nan,
+                "note": "", "withheld": True,
+            }  # fmt: skip
+        rows.append(row)
     out = pd.DataFrame(rows, columns=list(TIDY_COLUMNS))
     out["n"] = out["n"].astype("Int64")  # a count; <NA> where withheld
     return out
@@ -646,9 +649,7 @@ class FrameAudit:
         the current directory); an existing file is never overwritten. Returns the path."""
         from monitor.report.render import write_report as write_html
 
-        with tempfile.TemporaryDirectory(prefix="vfr-frame-") as tmp:
-            write_report(self.audit, tmp)
-            written, _ = write_html(audit_dir=tmp, out=path, config=self.config)
+        written, _ = write_html(audit=self.audit.published(), out=path, config=self.config)
         return written
 
     def __repr__(self) -> str:

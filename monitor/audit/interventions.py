@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from monitor.config import MIN_GROUP_SUPPORT, MonitorConfig
+from monitor.config.engine import engine_options
 from monitor.core.axis1 import run_axis1
 from monitor.core.cell_result import CellResult
 from monitor.core.counts import CountTable
@@ -477,7 +478,7 @@ def vfr_cells(
                                                     bins)
         for g in groups
     }  # fmt: skip
-    return run_axis1(tables, config, config.axis1.seed, threads=1)
+    return run_axis1(tables, engine_options(config, threads=1), config.axis1.seed)
 
 
 def vfr_objective(

@@ -22,17 +22,16 @@ from typing import Any, TextIO
 
 import pandas as pd
 
+from batch_axes.audit_tables import audit_tables_from_frame
 from batch_axes.equilense import EquiLenseResult
-from batch_axes.runner import cell_with_axes, cohort_days, run_axis2, run_axis3, run_equilense
+from batch_axes.runner import run_equilense
+from batch_axes.table_engine import run_tables
 from monitor.audit.input_errors import left_out_lines
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
-from monitor.core.axis1 import run_axis1
 from monitor.core.results import CellEvaluation
-from monitor.core.tables import tables_from_frame
-from monitor.publish.cells import published_audit_cell
-from monitor.publish.counts import published_left_out
-from monitor.publish.equilense import published_equilense
+from monitor.publish.audit import PublishedAudit, audit_value, cells_json
+from monitor.publish.encode import csv_row, equilense_json
 from monitor.publish.rule import SMALL_CELL_LABEL
 
 #: Columns of cells.csv, in order (the first fifteen are the issue's contract).
@@ -57,6 +56,11 @@ class AuditReport:
     notes: list[str] = field(default_factory=list)
     #: records not audited (``[input] skip_invalid_rows``), by reason; empty: none
     left_out: dict[str, int] = field(default_factory=dict)
+
+    def published(self) -> PublishedAudit:
+        """What of it may leave, typed (:func:`monitor.publish.audit.audit_value`): what
+        the files hold and the governance report of the audit shows."""
+        return audit_value(self.cells, self.equilense, self.notes, self.left_out, self.timings)
 
 
 class Progress:
@@ -122,48 +126,29 @@ def run_audit(
     cohort: AuditCohort = prog.step(
         "read and validate input", lambda: load_audit_cohort(path, config)
     )
-    tables = prog.step("count tables", lambda: tables_from_frame(cohort.records, config))
-    a1 = prog.step(
-        "axis 1: verdict flip rate", lambda: run_axis1(tables, config, config.axis1.seed)
+    tables = prog.step(
+        "count tables", lambda: audit_tables_from_frame(cohort.records, config)
     )
-    a2 = prog.step(
-        "axis 2: minimum audit size",
-        lambda: run_axis2(tables, config, cohort_days(cohort.records)),
-    )
-    a3 = prog.step(
-        "axis 3: hospital agreement",
-        lambda: {
-            str(m): run_axis3(str(m), sub, config)
-            for m, sub in cohort.records.groupby("model_id", sort=True)
-        },
-    )
-    a2_by = {(c.model_id, c.metric, c.attribute): c for c in a2}
-    # small-cell rule: a model with fewer than 11 records in the cohort shows "<11" in
-    # place of every figure of its cells (files and printed summary alike: published_audit_cell)
-    cells = [
-        cell_with_axes(
-            c, a2_by.get((c.model_id, c.metric, c.attribute)), a3.get(c.model_id), config
-        )
-        for c in a1
-    ]
+    # the engine on count tables (a network's coordinator runs the same on summed tables),
+    # then what needs the records: EquiLense's MPPD
+    result = run_tables(tables, config, equilense=False, step=prog.step)
     eq = prog.step(
         "equilense: group metrics and MPPD",
         lambda: run_equilense(
-            cohort.records, cohort.features, cohort.feature_names, tables, config
+            cohort.records, cohort.features, cohort.feature_names, tables.joined_tables(),
+            config,
         ),
-    )
-    notes = sorted(
-        {f"{m}: axis 3 {r.reason or r.note}" for m, r in a3.items() if r.reason or r.note}
-    )
+    )  # fmt: skip
     return AuditReport(
-        cells=cells, equilense=eq, timings=dict(prog.timings), notes=notes,
+        cells=result.cells, equilense=eq, timings=dict(prog.timings), notes=result.notes,
         left_out=dict(cohort.left_out),
     )  # fmt: skip
 
 
 def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
     """cells.csv, cells.json and mppd.json in ``out_dir`` (created if needed), in their
-    published forms (:func:`published_audit_cell`, :func:`published_equilense`)."""
+    published forms (:meth:`AuditReport.published`, encoded by
+    :mod:`monitor.publish.encode`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -171,27 +156,16 @@ def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
         "cells_json": out / "cells.json",
         "mppd": out / "mppd.json",
     }
-    rows = [published_audit_cell(c) for c in report.cells]
+    published = report.published()
+    cells = cells_json(published)
     with paths["cells_csv"].open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CELL_COLUMNS)
         w.writeheader()
-        for row in rows:
-            w.writerow({k: ("" if row[k] is None else row[k]) for k in CELL_COLUMNS})
-    # counts of fewer than 11 left-out records are written "<11", as every figure of
-    # the files (they travel further than the terminal the audit ran in)
-    left_out = published_left_out(report.left_out)
-    notes = list(report.notes)
-    if left_out:  # the governance report (report --audit-dir) shows the notes
-        notes.append(
-            "Invalid records left out of the audit ([input] skip_invalid_rows), by reason: "
-            + ", ".join(f"{k} {v}" for k, v in left_out.items())
-            + "."
-        )
-    paths["cells_json"].write_text(json.dumps(
-        {"cells": rows, "notes": notes, "timings_s": report.timings, "left_out": left_out},
-        indent=1,
-    ))  # fmt: skip
-    paths["mppd"].write_text(json.dumps(published_equilense(report.equilense), indent=1))
+        for row in cells["cells"]:
+            w.writerow(csv_row(row, CELL_COLUMNS))
+    paths["cells_json"].write_text(json.dumps(cells, indent=1))
+    assert published.equilense is not None  # an audit always runs EquiLense
+    paths["mppd"].write_text(json.dumps(equilense_json(published.equilense), indent=1))
     return paths
 
 

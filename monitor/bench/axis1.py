@@ -20,6 +20,7 @@ import math
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from statistics import NormalDist
 from typing import Any
 
@@ -28,6 +29,7 @@ import numpy as np
 
 from monitor.bench.synthetic import model_name, synthetic_cohort, synthetic_tables
 from monitor.config import DEFAULT_INTERSECTIONS, IntersectionConfig, MonitorConfig
+from monitor.config.engine import engine_options
 from monitor.core import axis1, sampling
 from monitor.core.axis1 import (
     DrawParams,
@@ -35,7 +37,7 @@ from monitor.core.axis1 import (
     compile_kernels,
     draw_params,
     draw_variates,
-    evaluate_axis1,
+    run_axis1,
     table_rng,
 )
 from monitor.core.metrics import NEEDS_BINS
@@ -60,15 +62,7 @@ def vfr_tolerance(K: int, cells: int, alpha: float = 0.001) -> float:
 def _run_grid(tables, cfg: MonitorConfig, K: int, N: int, seed: int) -> tuple[float, float, list]:
     """One evaluation of the grid: (wall s, process CPU s, results)."""
     t0, c0 = time.perf_counter(), time.process_time()
-    results = evaluate_axis1(
-        tables,
-        cfg.metrics,
-        K=K,
-        N=N,
-        min_group_support=cfg.axis1.min_group_support,
-        seed=seed,
-        threads=cfg.axis1.threads,
-    )
+    results = run_axis1(tables, replace(engine_options(cfg), K=K, N=N), seed)
     return time.perf_counter() - t0, time.process_time() - c0, results
 
 

@@ -10,7 +10,7 @@ A count-level simulation that runs the service's own code on blocks of records:
   so every cell sits where the demo's sits: DI by race at 0.80, PP and CAL near theirs).
 * **Today's rule.** Per look, the rolling window (the last ``window`` records: the last
   window/hop blocks, added and evicted as ``CountTable`` s, as the service's window does)
-  goes through ``monitor.core.axis1.evaluate_axis1`` with the configured K, N, seed and
+  goes through ``monitor.core.axis1.run_axis1`` with the configured K, N, seed and
   metric rules, and each cell's ``monitor.core.events.ReliableVerdict`` is updated with
   its dominant verdict and VFR. A page is a change of the reliable verdict: the alert
   VFRConfirmedVerdictFlip fires once per change at the demo's cadence (its rule window,
@@ -46,7 +46,8 @@ import numpy as np
 from scipy.stats import chi2
 
 from monitor.config import MetricRule, MonitorConfig
-from monitor.core.axis1 import evaluate_axis1
+from monitor.config.engine import engine_options
+from monitor.core.axis1 import run_axis1
 from monitor.core.certify import (
     CertifiedCell,
     block_counts,
@@ -269,13 +270,10 @@ def _today_false_pages(populations, config, years, seed, base_attributes):
                     old = window.pop(0)
                     totals = {k: totals[k] - old[k] for k in totals}
                 look += 1
-                results = evaluate_axis1(
+                results = run_axis1(
                     {(pop.model_id, k): t for k, t in totals.items()},
-                    config.metrics,
-                    K=config.axis1.K,
-                    N=config.axis1.N,
-                    min_group_support=config.axis1.min_group_support,
-                    seed=(config.axis1.seed + look) % (2**63),
+                    engine_options(config, threads=1),
+                    (config.axis1.seed + look) % (2**63),
                 )
                 for r in results:
                     key = (r.metric, r.attribute)
@@ -368,6 +366,7 @@ def run_delay(
     warmup_looks: int = 80,
 ) -> dict:
     hop, size = config.window.hop_records, config.window.size
+    engine = engine_options(config, threads=1)
     per_day = records_per_year / 365.0
     looks_per_year = records_per_year / hop
     w = hop / records_per_year
@@ -464,9 +463,8 @@ def run_delay(
                 total = t.copy() if total is None else total + t
                 if len(window) * hop > size:
                     total = total - window.pop(0)
-                (r,) = evaluate_axis1({("m", "sex"): total}, rule_list, K=config.axis1.K,
-                                      N=config.axis1.N, seed=config.axis1.seed + k,
-                                      min_group_support=config.axis1.min_group_support)  # fmt: skip
+                (r,) = run_axis1({("m", "sex"): total}, engine, config.axis1.seed + k,
+                                 rules=rule_list)
                 if r.dominant_verdict not in ("pass", "fail"):
                     tracker.update("not_evaluable", None)
                     continue
@@ -569,6 +567,7 @@ def run_calibration(
     certified pass, fail and undetermined at the window's end.
     """
     hop, size = config.window.hop_records, config.window.size
+    engine = engine_options(config, threads=1)
     rules = {r.name: r for r in config.metrics}
     rule = rules["DI"]
     budget = budget if budget is not None else config.alerts.false_pages_per_year
@@ -600,9 +599,8 @@ def run_calibration(
                 ns.append(n)
             cell.update({"SR": (np.stack(xs), np.stack(ns))}, w)
         for i in range(windows):
-            (r,) = evaluate_axis1({("m", "sex"): totals[i]}, [rule], K=config.axis1.K,
-                                  N=config.axis1.N, seed=config.axis1.seed + i,
-                                  min_group_support=config.axis1.min_group_support)  # fmt: skip
+            (r,) = run_axis1({("m", "sex"): totals[i]}, engine, config.axis1.seed + i,
+                             rules=[rule])
             vfr[i] = r.vfr
             dominant[i] = r.dominant_verdict == "pass"
             point[i] = r.point_verdict == "pass"

@@ -46,21 +46,17 @@ from monitor.config.sources import (
     kafka_table_with_env,
 )
 
-Direction = Literal[">=", "<=", "abs<="]
-
-#: Metric names the engine knows (docs/method.md section 2, plus the named calibration variant).
-KNOWN_METRICS: tuple[str, ...] = ("DI", "SPD", "EOPP", "EOD", "TI", "PP", "CAL", "CAL_GAP")
-
-#: docs/method.md section 2 defaults: threshold and pass direction per metric.
-DEFAULT_METRIC_RULES: dict[str, dict[str, Any]] = {
-    "DI": {"threshold": 0.80, "direction": ">="},
-    "SPD": {"threshold": 0.10, "direction": "abs<="},
-    "EOPP": {"threshold": 0.10, "direction": "abs<="},
-    "EOD": {"threshold": 0.10, "direction": "abs<="},
-    "TI": {"threshold": 0.10, "direction": "<="},
-    "PP": {"threshold": 0.10, "direction": "abs<="},
-    "CAL": {"threshold": 0.05, "direction": "<="},
-}
+# The method's own constants and metric rule (monitor.core.method), re-exported for the
+# configuration's readers: the core defines them and imports no configuration.
+from monitor.core.method import (
+    DEFAULT_METRIC_RULES,
+    INTERSECTION_CODE_SEP,
+    INTERSECTION_LABEL_SEP,
+    MIN_GROUP_SUPPORT,
+    SMALL_CELL_RECORDS,
+    MetricRule,
+    intersection_name,
+)
 
 #: Default protected attributes and their group codes (Texas-100X style codes).
 DEFAULT_ATTRIBUTES: list[dict[str, Any]] = [
@@ -99,14 +95,6 @@ GROUP_CODE = re.compile(f"{_CODE_EDGE}(?:{_CODE_INNER}{{0,62}}{_CODE_EDGE})?")
 #: exporter cannot export never gets in. No spaces, no free text, at most 64 characters.
 EXPORTABLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+/-]{0,63}")
 
-#: Fewer records than this and a figure is withheld (monitor.core.privacy.SMALL_CELL;
-#: repeated here because the config is the bottom layer and checks support against it).
-SMALL_CELL_RECORDS = 11
-#: Records a group needs before its rates count (docs/method.md section 9 default of
-#: axis1.min_group_support; the axes' functions default to it too).
-MIN_GROUP_SUPPORT = 20
-
-
 class StartupError(UserError, RuntimeError):
     """A condition that stops the service from starting (not a configuration field), with a
     message safe to print: it names files, never record values."""
@@ -114,21 +102,6 @@ class StartupError(UserError, RuntimeError):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class MetricRule(_Strict):
-    """A metric of the audit grid and its pass rule."""
-
-    name: str
-    threshold: float
-    direction: Direction
-
-    @field_validator("name")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        if v not in KNOWN_METRICS:
-            raise ValueError(f"unknown metric {v!r}; allowed: {', '.join(KNOWN_METRICS)}")
-        return v
 
 
 class AttributeConfig(_Strict):
@@ -155,19 +128,9 @@ class AttributeConfig(_Strict):
         return tuple(self.groups)
 
 
-#: Joins the group codes of an intersection's attributes into one code ("2" and "1" of race
-#: and sex: "2:1"); exported as a label value, so no space, quote or backslash.
-INTERSECTION_CODE_SEP = ":"
-#: Joins the group labels into the readable name of an intersection group ("Black x Female").
-INTERSECTION_LABEL_SEP = " x "
 #: The intersections `bench axis1` adds and the README's Diabetes-130 figures use
 #: (docs/decisions.md "Intersectional cells"); the built-in default configures none.
 DEFAULT_INTERSECTIONS: tuple[tuple[str, ...], ...] = (("race", "sex"), ("race", "age_group"))
-
-
-def intersection_name(attributes: tuple[str, ...] | list[str]) -> str:
-    """The attribute name of an intersection: ``("race", "sex")`` -> ``"race_x_sex"``."""
-    return "_x_".join(attributes)
 
 
 def intersection_groups(parts: list[AttributeConfig]) -> dict[str, str]:
@@ -226,8 +189,7 @@ class PoolingConfig(_Strict):
     (monitor.core.pooling; docs/method.md, "Pooled estimates"). Off by default."""
 
     enabled: bool = False
-    #: attributes to pool; empty: every attribute whose groups are all combinations
-    #: named "a x b" (the intersections)
+    #: ``[[intersections]]`` attributes to pool (by name, "race_x_sex"); empty: every one
     attributes: tuple[str, ...] = ()
     #: a fixed prior strength in records; None: method of moments in every evaluation
     prior_strength: float | None = Field(None, gt=0.0)
@@ -568,7 +530,25 @@ class MonitorConfig(_Strict):
                 raise ValueError(f"equilense.reference.{attr}: unknown attribute or group code")
         self._check_models(names)
         self._check_intersections(names)
+        self._check_pooling()
         return self
+
+    def _check_pooling(self) -> None:
+        """Pooling needs each combined group's parents: only ``[[intersections]]`` pool, and
+        enabling it without one would do nothing, silently."""
+        inters = [i.name for i in self.intersections]
+        unknown = sorted(set(self.pooling.attributes) - set(inters))
+        if unknown:
+            raise ValueError(
+                f"pooling.attributes: {unknown} are not [[intersections]] attributes; pooling "
+                f"applies to intersections only (configured: {inters or 'none'})"
+            )
+        if self.pooling.enabled and not inters:
+            raise ValueError(
+                "pooling.enabled: no [[intersections]] are configured, so nothing would pool; "
+                'add one (e.g. [[intersections]] attributes = ["race", "sex"]) or remove '
+                "[pooling]"
+            )
 
     def _check_intersections(self, names: list[str]) -> None:
         """Each intersection names configured attributes, once, and its name is new."""

@@ -5,12 +5,14 @@ Every part of the configuration (the monitor's sections, ``[kafka]``, ``[embedde
 goes through :func:`config_error`, so a bad field is named the same way wherever it is:
 ``invalid configuration: field 'kafka.max_batch': ...``.
 
-Why a base :class:`UserError` in the lowest layer: the command line prints the message of
-an exception only when the project wrote it for a user (it names a flag, a field, a file,
-a column or a row position, never a record's values); the message of a builtin exception
-is withheld, because a DuckDB, Arrow or pandas message may quote patient data. So a
-mistake the user can fix (a flag out of range, a missing input file) must be raised as a
-``UserError`` subclass, or the user sees only ``ValueError (details withheld ...)``.
+Why a base :class:`UserError` in the configuration package, below every package that
+reports a user's mistake (the core raises builtins: it has no user): the command line
+prints the message of an exception only when the project wrote it for a user (it names a
+flag, a field, a file, a column or a row position, never a record's values); the message
+of a builtin exception is withheld, because a DuckDB, Arrow or pandas message may quote
+patient data. So a mistake the user can fix (a flag out of range, a missing input file)
+must be raised as a ``UserError`` subclass, or the user sees only ``ValueError (details
+withheld ...)``.
 """
 
 from __future__ import annotations

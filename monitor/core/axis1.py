@@ -40,7 +40,6 @@ from typing import Any, TypeVar
 import numba
 import numpy as np
 
-from monitor.config import INTERSECTION_CODE_SEP, MIN_GROUP_SUPPORT, MetricRule, MonitorConfig
 from monitor.core import sampling
 from monitor.core.cell_result import (
     EVALUABLE,
@@ -58,6 +57,9 @@ from monitor.core.drivers import (
     stack_drivers,
     subgroup_extremes,
 )
+from monitor.core.engine_options import EngineOptions
+from monitor.core.intersections import Intersection
+from monitor.core.method import INTERSECTION_CODE_SEP, MIN_GROUP_SUPPORT, MetricRule
 from monitor.core.metrics import (
     METRICS,
     NEEDS_BINS,
@@ -69,13 +71,7 @@ from monitor.core.metrics import (
     supported_groups,
     tallies_from_table,
 )
-from monitor.core.pooling import (
-    GROUP_SEPARATOR,
-    POOLABLE,
-    PoolingSpec,
-    parents_from_names,
-    pooled_metric,
-)
+from monitor.core.pooling import POOLABLE, PoolingSpec, pooled_metric
 from monitor.core.privacy import intersection_parts, linked_withheld
 
 _NAN = math.nan
@@ -491,9 +487,9 @@ def linked_table_withheld(
 ) -> dict[tuple[str, str], frozenset[str]]:
     """Per (model, attribute) table, the groups :func:`monitor.core.privacy.linked_withheld`
     withholds over all the model's tables: what the published group figures withhold
-    (monitor.stream.publication), so no driver names a rate of a group they withhold.
-    Group keys are codes ("2:1") in the service and may be names ("B x F"): both joins are
-    tried, and the union kept (a join that does not fit links nothing)."""
+    (monitor.stream.publication, :func:`monitor.core.privacy.model_withheld`: the
+    intersections read from the attribute names, their groups' codes joined by
+    INTERSECTION_CODE_SEP), so no driver names a rate of a group they withhold."""
     by_model: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
     for (m, a), t in tables.items():
         by_model[m][a] = dict(zip(t.groups, t.group_counts().tolist(), strict=True))
@@ -502,9 +498,8 @@ def linked_table_withheld(
         parts = intersection_parts(sizes)
         if not parts:
             continue
-        for sep in (INTERSECTION_CODE_SEP, GROUP_SEPARATOR):
-            for a, hidden in linked_withheld(sizes, parts, sep).items():
-                out[(m, a)] = out.get((m, a), frozenset()) | hidden
+        for a, hidden in linked_withheld(sizes, parts, INTERSECTION_CODE_SEP).items():
+            out[(m, a)] = hidden
     return out
 
 
@@ -536,6 +531,7 @@ def evaluate_axis1(
     seeds: Mapping[str, int] | None = None,
     pooling: Mapping[str, PoolingSpec] | None = None,
     pooled_verdict: bool = False,
+    intersections: Mapping[str, Intersection] | None = None,
 ) -> list[CellResult]:
     """Axis 1 for every (model, attribute) table and every metric rule.
 
@@ -547,6 +543,8 @@ def evaluate_axis1(
     (every table has its own stream, and the stacked metric arithmetic is
     row by row). ``pooling`` (attribute -> spec) adds pooled estimates to the cells of
     those attributes' poolable metrics; ``pooled_verdict`` makes them the verdict.
+    ``intersections`` (name -> parts, from the configuration) gives a cell whose lowest
+    group is shown the combined groups within it (:func:`with_subgroups`).
     """
     linked = linked_table_withheld(tables)
     prepared = [
@@ -607,23 +605,25 @@ def evaluate_axis1(
     for n, r in enumerate(rules):
         rank.setdefault(r.name, n)  # the first rule of a name, as list.index
     order = sorted(results, key=lambda k: (prepared[k[0]].model_id, rank[k[1]], k[0]))
-    return with_subgroups([results[k] for k in order], tables, min_group_support)
+    cells = [results[k] for k in order]
+    return with_subgroups(cells, tables, min_group_support, intersections or {})
 
 
 def with_subgroups(
     cells: list[CellResult],
     tables: Mapping[tuple[str, str], CountTable],
     min_group_support: int,
+    intersections: Mapping[str, Intersection],
 ) -> list[CellResult]:
     """Cells whose lowest group is shown, with the combined groups within it (their
-    driver rates, monitor.core.drivers.subgroup_extremes) from every intersection table
-    of the same model whose names have the cell's groups in one position ("N x F" for
-    group "N"). Only cells with drivers are looked at; without intersections, none."""
-    combos = {
-        key: parents
-        for key, t in tables.items()
-        if (parents := parents_from_names(t.groups)) is not None
-    }
+    driver rates, monitor.core.drivers.subgroup_extremes) from every table of the same
+    model of an intersection that has the cell's attribute as a part (``race_x_sex`` for
+    a cell by race). Only cells with drivers are looked at; without intersections, none."""
+    combos: dict[tuple[str, str], Intersection] = {}
+    for (model, attr), t in tables.items():
+        if (inter := intersections.get(attr)) is not None:
+            inter.check_table(t.groups)
+            combos[(model, attr)] = inter
     if not combos:
         return cells
     linked = linked_table_withheld(tables)
@@ -631,12 +631,10 @@ def with_subgroups(
     for c in cells:
         subs: list[tuple[str, float]] = []
         if c.low_group is not None and c.driver_rate is not None and c.metric not in MAX_ONLY:
-            own = set(tables[(c.model_id, c.attribute)].groups)
-            for (model, attr), parents in combos.items():
-                if model != c.model_id or attr == c.attribute:
+            for (model, attr), inter in combos.items():
+                if model != c.model_id or c.attribute not in inter.parents:
                     continue
-                subs.extend(_subgroups_of(c, tables[(model, attr)], parents, own,
-                                          min_group_support,
+                subs.extend(_subgroups_of(c, tables[(model, attr)], inter, min_group_support,
                                           linked.get((model, attr), frozenset())))  # fmt: skip
         out.append(c.with_low_subgroups(tuple(subs)) if subs else c)
     return out
@@ -645,22 +643,19 @@ def with_subgroups(
 def _subgroups_of(
     c: CellResult,
     table: CountTable,
-    parents: np.ndarray,
-    own: set[str],
+    inter: Intersection,
     ms: int,
     linked: frozenset[str] = frozenset(),
 ) -> list[tuple[str, float]]:
-    parts = [g.split(GROUP_SEPARATOR) for g in table.groups]
-    for a in range(parents.shape[0]):
-        names = {p[a] for p in parts}
-        if not names <= own or c.low_group not in names:
-            continue
-        parent_of = [0 if p[a] == c.low_group else 1 for p in parts]
-        subs, _, _ = subgroup_extremes(
-            str(c.driver_rate), table.groups, tallies_from_table(table), parent_of, 0, ms, linked
-        )
-        return [(s.group, s.rate) for s in subs if not math.isnan(s.rate)]
-    return []
+    """The shown combined groups of ``inter`` within ``c``'s lowest group, with their rates."""
+    within = inter.parent_groups_of(c.attribute)
+    if c.low_group not in within:
+        return []
+    parent_of = [0 if g == c.low_group else 1 for g in within]
+    subs, _, _ = subgroup_extremes(
+        str(c.driver_rate), table.groups, tallies_from_table(table), parent_of, 0, ms, linked
+    )
+    return [(s.group, s.rate) for s in subs if not math.isnan(s.rate)]
 
 
 def _evaluate_stacks(
@@ -880,38 +875,35 @@ def left_out_groups(groups: Sequence[str], support: np.ndarray) -> tuple[str, ..
 
 def run_axis1(
     tables: Mapping[tuple[str, str], CountTable],
-    config: MonitorConfig,
+    options: EngineOptions,
     seed: int,
-    threads: int | None = None,
     seeds: Mapping[str, int] | None = None,
+    rules: Sequence[MetricRule] | None = None,
 ) -> list[CellResult]:
-    """Axis 1 with the configured K, N and support; ``threads`` overrides the config
-    (the service evaluates one model at a time, where a thread pool costs more than it saves).
-    """
-    a = config.axis1
+    """Axis 1 as ``options`` say (:func:`monitor.core.engine_options.engine_options` of a
+    configuration): K, N, support, threads, intersections and pooling. ``rules``
+    (default ``options.rules``) evaluates some of the metrics only."""
     return evaluate_axis1(
-        tables, config.metrics, K=a.K, N=a.N, min_group_support=a.min_group_support,
-        seed=seed, threads=a.threads if threads is None else threads, seeds=seeds,
-        pooling=pooling_specs(tables, config), pooled_verdict=config.pooling.verdict == "pooled",
+        tables, options.rules if rules is None else rules, K=options.K, N=options.N,
+        min_group_support=options.min_group_support, seed=seed, threads=options.threads,
+        seeds=seeds, pooling=pooling_specs(tables, options),
+        pooled_verdict=options.pooled_verdict, intersections=options.intersections,
     )  # fmt: skip
 
 
 def pooling_specs(
-    tables: Mapping[tuple[str, str], CountTable], config: MonitorConfig
+    tables: Mapping[tuple[str, str], CountTable], options: EngineOptions
 ) -> dict[str, PoolingSpec]:
-    """attribute -> how its groups pool, for the attributes ``[pooling]`` selects: the
-    listed ones, or (none listed) every attribute whose groups are all combinations
-    "a x b". Empty when pooling is off."""
-    pc = config.pooling
-    if not pc.enabled:
-        return {}
+    """attribute -> how its groups pool, for the intersections ``options`` pools: each
+    combined group's parents by position, from the configuration (never from a name).
+    Empty when pooling is off."""
     out: dict[str, PoolingSpec] = {}
     for (_, attribute), table in tables.items():
-        if attribute in out or (pc.attributes and attribute not in pc.attributes):
+        if attribute in out or attribute not in options.pooled_attributes:
             continue
-        parents = parents_from_names(table.groups)
-        if parents is not None:
-            out[attribute] = PoolingSpec(parents, pc.prior_strength)
+        inter = options.intersections[attribute]
+        inter.check_table(table.groups)
+        out[attribute] = PoolingSpec(inter.parent_index(), options.prior_strength)
     return out
 
 

@@ -60,7 +60,7 @@ Example (one cell, DI by sex, 1,000 records a look, the women's selection rate 0
 against the men's 0.50, DI 0.60):
 
     >>> import numpy as np
-    >>> from monitor.config import MetricRule
+    >>> from monitor.core.method import MetricRule
     >>> rule = MetricRule(name="DI", threshold=0.8, direction=">=")
     >>> cell = CertifiedCell(rule, groups=("F", "M"), threshold=400.0)
     >>> rng = np.random.default_rng(1)
@@ -82,8 +82,8 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import ArrayLike
 
-from monitor.config import MetricRule
 from monitor.core.counts import CountTable
+from monitor.core.method import MetricRule
 from monitor.core.outcome_split import needs_label
 
 #: The rates each certifiable metric compares between groups.

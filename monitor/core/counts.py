@@ -217,6 +217,35 @@ class CountTable:
         t.add(group, label, decision, score)
         return t
 
+    @classmethod
+    def from_words(
+        cls,
+        groups: Sequence[str],
+        bins: int,
+        counts: ArrayLike,
+        words: Sequence[ArrayLike],
+    ) -> CountTable:
+        """A table from its integer arrays, copied: :attr:`counts` and the four
+        :meth:`words`, each of shape (groups, 2, 2, bins). The exact inverse of reading
+        them (a count vector's round trip: :meth:`batch_axes.cohort_counts.CohortCounts.to_vector`).
+
+        >>> t = CountTable.from_records(("F", "M"), [0, 1], [1, 0], [1, 0], [0.9, 0.2])
+        >>> CountTable.from_words(t.groups, t.bins, t.counts, t.words()) == t
+        True
+        """
+        t = cls(groups, bins)
+        arrays = [np.asarray(counts), *(np.asarray(w) for w in words)]
+        if len(arrays) != 5 or any(a.shape != t.counts.shape for a in arrays):
+            raise ValueError(
+                f"a count table of {len(t.groups)} groups and {t.bins} bins takes counts and "
+                f"four score words of shape {t.counts.shape}"
+            )
+        if any(not np.issubdtype(a.dtype, np.integer) for a in arrays):
+            raise TypeError("count table arrays are integers (counts and fixed-point words)")
+        for name, a in zip(("counts", "_hi", "_lo", "_sq_hi", "_sq_lo"), arrays, strict=True):
+            setattr(t, name, a.astype(np.int64, copy=True))
+        return t
+
     # ---------------------------------------------------------------- merge
     def _check_compatible(self, other: CountTable) -> None:
         if not isinstance(other, CountTable):

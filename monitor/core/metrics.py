@@ -41,8 +41,8 @@ from functools import cached_property
 import numba
 import numpy as np
 
-from monitor.config import SMALL_CELL_RECORDS
 from monitor.core.counts import CountTable
+from monitor.core.method import SMALL_CELL_RECORDS
 
 #: Tolerance for pass rules at the threshold: values within 1e-12 of it count as
 #: on it. Why: the same rational value computed along two float paths (counts vs

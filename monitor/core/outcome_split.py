@@ -15,17 +15,18 @@ metric does not depend on it (docs/method.md, "Windows on predictions").
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from monitor.config import MetricRule, MonitorConfig
-from monitor.core.axis1 import evaluate_axis1
+from monitor.core.axis1 import evaluate_axis1, run_axis1
 from monitor.core.cell_result import CellResult
 from monitor.core.counts import CountTable
-from monitor.core.tables import tables_from_frame
+from monitor.core.engine_options import EngineOptions
+from monitor.core.method import MetricRule
+from monitor.core.tables import GridSpec, tables_from_frame
 
 #: metrics computed from decisions and groups only
 LABEL_FREE_METRICS = frozenset({"DI", "SPD"})
@@ -63,12 +64,38 @@ def evaluate_split(
     """:func:`evaluate_axis1` with label-free rules on ``free_tables`` and label-based
     rules on ``joined_tables`` (same keys), in the order one call would give: model, rule
     (configured order), attribute (table order)."""
+    return _split_calls(
+        free_tables, joined_tables, rules, lambda t, r: evaluate_axis1(t, r, **kw)
+    )
+
+
+def run_split(
+    free_tables: Tables,
+    joined_tables: Tables,
+    options: EngineOptions,
+    seed: int,
+    seeds: Mapping[str, int] | None = None,
+) -> list[CellResult]:
+    """:func:`evaluate_split` as ``options`` say (:func:`monitor.core.axis1.run_axis1`):
+    the stream's evaluations, with intersections and pooling as configured."""
+    return _split_calls(
+        free_tables, joined_tables, options.rules,
+        lambda t, r: run_axis1(t, options, seed, seeds=seeds, rules=r),
+    )  # fmt: skip
+
+
+def _split_calls(
+    free_tables: Tables,
+    joined_tables: Tables,
+    rules: Sequence[MetricRule],
+    evaluate: Callable[[Tables, list[MetricRule]], list[CellResult]],
+) -> list[CellResult]:
     free, labelled = split_rules(rules)
     results: list[CellResult] = []
     if free:
-        results += evaluate_axis1(free_tables, free, **kw)
+        results += evaluate(free_tables, free)
     if labelled:
-        results += evaluate_axis1(joined_tables, labelled, **kw)
+        results += evaluate(joined_tables, labelled)
     rank = {r.name: i for i, r in enumerate(rules)}
     attrs = {key: i for i, key in enumerate(joined_tables)}
     return sorted(
@@ -76,25 +103,8 @@ def evaluate_split(
     )
 
 
-def run_split(
-    free_tables: Tables,
-    joined_tables: Tables,
-    config: MonitorConfig,
-    seed: int,
-    threads: int | None = None,
-    seeds: Mapping[str, int] | None = None,
-) -> list[CellResult]:
-    """:func:`evaluate_split` with the configured K, N and support (as ``run_axis1``)."""
-    a = config.axis1
-    return evaluate_split(
-        free_tables, joined_tables, config.metrics, K=a.K, N=a.N,
-        min_group_support=a.min_group_support, seed=seed,
-        threads=a.threads if threads is None else threads, seeds=seeds,
-    )  # fmt: skip
-
-
 def split_tables_from_frame(
-    frame: pd.DataFrame, config: MonitorConfig
+    frame: pd.DataFrame, config: GridSpec
 ) -> tuple[dict[tuple[str, str], CountTable], dict[tuple[str, str], CountTable]]:
     """(label-free tables, label-based tables) of a frame of records whose label is -1
     while unknown: every record at label 0, and the records with their label."""

@@ -38,7 +38,6 @@ TI (a mean benefit of 0/1/2) and calibration are left raw. A departure from the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,9 +46,6 @@ from monitor.core.metrics import Tallies, supported_groups
 
 #: Metrics computed from per-group binomial rates: the ones pooling applies to.
 POOLABLE = frozenset({"DI", "SPD", "EOPP", "EOD", "PP"})
-
-#: How a combined group's name joins its parents' names ("Black x Female").
-GROUP_SEPARATOR = " x "
 
 #: Rates are clipped to [LOGIT_EPS, 1 - LOGIT_EPS] before a logit (a margin of 0 or 1).
 LOGIT_EPS = 1e-9
@@ -60,33 +56,13 @@ class PoolingSpec:
     """How the groups of one intersection attribute pool.
 
     ``parents[a, g]`` is the index of combined group g's group in parent attribute a
-    (0..J_a - 1); ``strength`` a fixed prior strength (None: method of moments).
+    (0..J_a - 1), from the configuration
+    (:meth:`monitor.core.intersections.Intersection.parent_index`); ``strength`` a fixed
+    prior strength (None: method of moments).
     """
 
     parents: np.ndarray  # (A, G) int64
     strength: float | None = None
-
-
-def parents_from_names(groups: Sequence[str], sep: str = GROUP_SEPARATOR) -> np.ndarray | None:
-    """Parent indices (A, G) of combined groups named "a x b [x c]": for each position,
-    the parent groups in order of first appearance. None when the names are not all
-    combinations of the same number (2 or more) of parts.
-
-    >>> parents_from_names(["B x F", "B x M", "W x F", "W x M"]).tolist()
-    [[0, 0, 1, 1], [0, 1, 0, 1]]
-    >>> parents_from_names(["B", "W"]) is None
-    True
-    """
-    parts = [g.split(sep) for g in groups]
-    A = len(parts[0]) if parts else 0
-    if A < 2 or any(len(p) != A for p in parts):
-        return None
-    out = np.zeros((A, len(groups)), dtype=np.int64)
-    for a in range(A):
-        seen: dict[str, int] = {}
-        for g, p in enumerate(parts):
-            out[a, g] = seen.setdefault(p[a], len(seen))
-    return out
 
 
 def rate_counts(rate: str, t: Tallies) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeGuard, TypeVar
 
-from monitor.config import INTERSECTION_CODE_SEP, SMALL_CELL_RECORDS
+from monitor.core.method import INTERSECTION_CODE_SEP, INTERSECTION_NAME_SEP, SMALL_CELL_RECORDS
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -179,7 +179,7 @@ def linked_withheld(
             continue
         for k in range(1, len(comps)):
             for idx in itertools.combinations(range(len(comps)), k):
-                c = "_x_".join(comps[i] for i in idx)  # a part, or an intersection of parts
+                c = INTERSECTION_NAME_SEP.join(comps[i] for i in idx)  # a part, or parts joined
                 if c not in sizes:
                     continue
                 for m in sizes[c]:
@@ -212,7 +212,7 @@ def intersection_parts(attributes: Iterable[str]) -> dict[str, tuple[str, ...]]:
     names = set(attributes)
     out = {}
     for a in sorted(names):
-        parts = tuple(a.split("_x_"))
+        parts = tuple(a.split(INTERSECTION_NAME_SEP))
         if len(parts) >= 2 and all(p in names for p in parts):
             out[a] = parts
     return out

@@ -21,12 +21,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.config import MonitorConfig
 from monitor.core.cell_result import CellResult
 from monitor.core.coverage import AttributeCoverage
 from monitor.core.events import CellEvent
+from monitor.core.numbers import float_or_none
 from monitor.core.privacy import reportable
-from monitor.core.tiers import TierResult, cell_tier
+from monitor.core.tiers import TierResult, TierSettings, cell_tier
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,18 +72,20 @@ def axes_tier(
     result: CellResult,
     axis2: Axis2Outcome | None,
     axis3: Axis3Outcome | None,
-    config: MonitorConfig,
+    config: TierSettings,
 ) -> TierResult:
     """The tier of a cell from its Axis 1 result and what Axis 2 and Axis 3 say of it
     (None: no result yet): the one tier assembly of the stream and the audit
-    (:func:`~monitor.core.tiers.cell_tier`; a cell that is not evaluable has none).
+    (:func:`~monitor.core.tiers.cell_tier`, with ``config``'s cut-offs: a
+    ``MonitorConfig`` or a ``TierRule``; a cell that is not evaluable has none).
 
     >>> from monitor.core.cell_result import Estimate
+    >>> from monitor.core.tiers import TierRule
     >>> r = CellResult("m", "DI", "race", 0.8, "min", 500, 900, 900, (), (),
     ...                Estimate(0.9, "pass", 480, 0.04, "pass"))
-    >>> axes_tier(r, Axis2Outcome(300.0), Axis3Outcome(False), MonitorConfig()).tier.value
+    >>> axes_tier(r, Axis2Outcome(300.0), Axis3Outcome(False), TierRule.of()).tier.value
     'Practical-Stability'
-    >>> axes_tier(r, None, None, MonitorConfig()).pending_axes
+    >>> axes_tier(r, None, None, TierRule.of()).pending_axes
     ('axis2', 'axis3')
     """
     applicable = axis3 is None or axis3.applicable
@@ -124,6 +126,21 @@ class CertifiedVerdict:
             "last_change_records": self.last_change_records,
             "evidence_fail": self.evidence_fail, "evidence_pass": self.evidence_pass,
         }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: Any) -> CertifiedVerdict | None:
+        """Read back :meth:`to_dict` after a JSON round trip (None: a cell that is not
+        certified). Here, not in the codec only, because the publish package reads it from
+        a JSON row that has no typed source too (``publish.cells.published_cell``)."""
+        if not isinstance(d, dict):
+            return None
+        change, records = d["last_change"], d["last_change_records"]
+        return cls(
+            str(d["verdict"]), int(d["records"]), bool(d["evaluable"]),
+            None if change is None else (str(change[0]), str(change[1])),
+            None if records is None else int(records),
+            float_or_none(d["evidence_fail"]), float_or_none(d["evidence_pass"]),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

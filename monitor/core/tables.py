@@ -1,15 +1,63 @@
-"""From validated records to the (model, attribute) count tables Axis 1 works on."""
+"""From validated records to the (model, attribute) count tables Axis 1 works on.
+
+The grid (which attributes, their codes, the intersections, the score bins) is what a
+configuration states; these functions read it through :class:`GridSpec`, which
+:class:`monitor.config.MonitorConfig` satisfies, so the core imports no configuration.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
-from monitor.config import AttributeConfig, MonitorConfig
 from monitor.core.counts import CountTable
+
+
+class AttributeSpec(Protocol):
+    """An audited attribute: its name and group codes in order."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def codes(self) -> tuple[str, ...]: ...
+
+
+class IntersectionSpec(Protocol):
+    """An ``[[intersections]]`` entry: its name and the attributes it combines."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def attributes(self) -> tuple[str, ...]: ...
+
+
+class _Bins(Protocol):
+    @property
+    def score_bins(self) -> int: ...
+
+
+class GridSpec(Protocol):
+    """What the tables read of a configuration (:class:`monitor.config.MonitorConfig`)."""
+
+    @property
+    def attributes(self) -> Sequence[AttributeSpec]: ...
+
+    @property
+    def intersections(self) -> Sequence[IntersectionSpec]: ...
+
+    @property
+    def grid_attributes(self) -> Sequence[AttributeSpec]: ...
+
+    @property
+    def axis1(self) -> _Bins: ...
+
+    def attribute(self, name: str) -> AttributeSpec: ...
 
 
 @functools.lru_cache(maxsize=64)
@@ -17,7 +65,7 @@ def _code_index(codes: tuple[str, ...]) -> pd.Index:
     return pd.Index(list(codes), dtype=object)
 
 
-def group_index(codes: np.ndarray | pd.Series, attribute: AttributeConfig) -> np.ndarray:
+def group_index(codes: np.ndarray | pd.Series, attribute: AttributeSpec) -> np.ndarray:
     """Position of each record's group code in the attribute's configured code list."""
     values = np.asarray(codes, dtype=object)
     if len(values) and set(map(type, values)) == {str}:  # the usual case, looked up in C
@@ -33,7 +81,7 @@ def group_index(codes: np.ndarray | pd.Series, attribute: AttributeConfig) -> np
         raise ValueError(f"unknown group code for attribute {attribute.name!r}") from exc
 
 
-def grid_groups(groups: Mapping[str, np.ndarray], config: MonitorConfig) -> dict[str, np.ndarray]:
+def grid_groups(groups: Mapping[str, np.ndarray], config: GridSpec) -> dict[str, np.ndarray]:
     """Every audited attribute's group index per record (``config.grid_attributes``) from
     the configured attributes' indices: an intersection's index is the mixed-radix number
     of its parts' indices (the order of :func:`monitor.config.intersection_groups`).
@@ -57,7 +105,7 @@ def grid_groups(groups: Mapping[str, np.ndarray], config: MonitorConfig) -> dict
     return out
 
 
-def attribute_groups(frame: pd.DataFrame, config: MonitorConfig) -> dict[str, np.ndarray]:
+def attribute_groups(frame: pd.DataFrame, config: GridSpec) -> dict[str, np.ndarray]:
     """Each audited attribute's group index per record of a frame of valid records."""
     return grid_groups(
         {a.name: group_index(frame[a.name].to_numpy(), a) for a in config.attributes}, config
@@ -65,7 +113,7 @@ def attribute_groups(frame: pd.DataFrame, config: MonitorConfig) -> dict[str, np
 
 
 def tables_from_frame(
-    frame: pd.DataFrame, config: MonitorConfig
+    frame: pd.DataFrame, config: GridSpec
 ) -> dict[tuple[str, str], CountTable]:
     """One CountTable per (model_id, audited attribute) from a frame of valid records."""
     out: dict[tuple[str, str], CountTable] = {}

@@ -20,9 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
-
-from monitor.config import MonitorConfig
+from typing import Any, Protocol
 
 
 class Tier(StrEnum):
@@ -136,19 +134,78 @@ def reliability_tier(axis1: AxisOutcome, axis2: AxisOutcome, axis3: AxisOutcome)
     return TierResult(tier, failed, pending, na)
 
 
+class _Tau(Protocol):
+    @property
+    def tau_vfr(self) -> float: ...
+
+
+class _NField(Protocol):
+    @property
+    def n_field(self) -> float: ...
+
+
+class _Cutoff(Protocol):
+    @property
+    def kappa_cutoff(self) -> float: ...
+
+
+class TierSettings(Protocol):
+    """The three cut-offs a tier reads (``axis1.tau_vfr``, ``axis2.n_field``,
+    ``axis3.kappa_cutoff``): a :class:`monitor.config.MonitorConfig`, or :class:`TierRule`
+    where there is no configuration (a network's summed tables carry the coordinator's)."""
+
+    @property
+    def axis1(self) -> _Tau: ...
+
+    @property
+    def axis2(self) -> _NField: ...
+
+    @property
+    def axis3(self) -> _Cutoff: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    tau_vfr: float = 0.10
+    n_field: float = 50_000
+    kappa_cutoff: float = 0.40
+
+
+@dataclass(frozen=True, slots=True)
+class TierRule:
+    """The docs/method.md section 9 cut-offs as a value (they default to the method's).
+
+    >>> r = TierRule.of(tau_vfr=0.05)
+    >>> (r.axis1.tau_vfr, r.axis2.n_field, r.axis3.kappa_cutoff)
+    (0.05, 50000, 0.4)
+    """
+
+    axis1: _Cut
+    axis2: _Cut
+    axis3: _Cut
+
+    @classmethod
+    def of(cls, tau_vfr: float = 0.10, n_field: float = 50_000, kappa_cutoff: float = 0.40
+           ) -> TierRule:  # fmt: skip
+        cut = _Cut(tau_vfr, n_field, kappa_cutoff)
+        return cls(cut, cut, cut)
+
+
 def cell_tier(
     vfr: float | None,
     n_star: float | None,
     kappa: float | None,
     axis3_applicable: bool,
-    config: MonitorConfig,
+    config: TierSettings,
     not_evaluable: str = "",
 ) -> TierResult:
     """The tier of a cell from its three axis values (None: no result yet); a cell that is
     not evaluable (``not_evaluable``: the reason) has none: Not-Evaluable with that reason.
 
-    >>> cell_tier(None, None, None, True, MonitorConfig(), "fewer than two groups").tier.value
+    >>> cell_tier(None, None, None, True, TierRule.of(), "fewer than two groups").tier.value
     'Not-Evaluable'
+    >>> cell_tier(0.02, 900.0, 0.8, True, TierRule.of()).tier.value
+    'Practical-Stability'
     """
     if not_evaluable:
         return not_evaluable_tier(not_evaluable)

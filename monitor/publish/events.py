@@ -14,6 +14,12 @@ from typing import Any
 
 from monitor.core.events import CellEvent
 
+#: The columns of a stored event's row, in the events table's order.
+EVENT_COLUMNS = (
+    "id", "created_at", "kind", "model_id", "metric", "attribute", "old", "new", "confirmed",
+    "direction", "evaluation", "axes", "decision_config", "axes_before",
+)  # fmt: skip
+
 #: Axes of an event that are figures of the window (the rest: verdicts, tiers, VFR, N*
 #: and kappa, are published exact and current, as docs/privacy.md says).
 EVENT_FIGURES = frozenset({"value", "sigma"})
@@ -34,10 +40,10 @@ def published_events(events: Sequence[CellEvent]) -> list[CellEvent]:
 def event_row(
     event: CellEvent, *, id: int, created_at: str, decision_config: str | None
 ) -> dict[str, Any]:
-    """A stored event as the API's events route serves it, before the small-cell rule
-    (:func:`monitor.publish.cells.published_event_rows`): its row id, when it was written
-    and under which decision rule, and the event's fields, in the events table's column
-    order."""
+    """A stored event's row (:data:`EVENT_COLUMNS`), as the API's events route serves an
+    event of a window of 11 records or more (:func:`monitor.publish.cells.event_value`):
+    its row id, when it was written and under which decision rule, and the event's
+    fields, in the events table's column order."""
     e = event
     return {
         "id": id, "created_at": created_at, "kind": e.kind, "model_id": e.model_id,

@@ -13,24 +13,28 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
 
-from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL, rounded_count, suppressed_groups
+from monitor.core.privacy import SMALL_CELL, rounded_count, suppressed_groups
+from monitor.publish.shown import SMALL, Withheld
 
 K = TypeVar("K", bound=Hashable)
 
+#: A pair count as stored (withheld by the writer: ``<11``, its stored form) or as this
+#: module withholds it.
+Pairs = int | str | Withheld
 
-def _pairs_shown(pairs: int | str) -> int | None:
+
+def _pairs_shown(pairs: Pairs) -> int | None:
     """A pair count the page may show: None when withheld or below SMALL_CELL."""
     return pairs if isinstance(pairs, int) and pairs >= SMALL_CELL else None
 
 
-def _pair_size(pairs: int | str) -> int:
-    """A pair count for secondary suppression: a withheld one ("<11") counts as 1, the
-    fewest it can hold, so the withheld entries are never assumed to hold more than they
-    may."""
+def _pair_size(pairs: Pairs) -> int:
+    """A pair count for secondary suppression: a withheld one counts as 1, the fewest it
+    can hold, so the withheld entries are never assumed to hold more than they may."""
     return pairs if isinstance(pairs, int) else 1
 
 
-def family_hidden(sizes: Mapping[K, int | str]) -> frozenset[K]:
+def family_hidden(sizes: Mapping[K, Pairs]) -> frozenset[K]:
     """The entries of one per-group family to withhold: primary (below SMALL_CELL, or
     withheld by the writer) and secondary (:func:`~monitor.core.privacy.suppressed_groups`).
 
@@ -43,10 +47,10 @@ def family_hidden(sizes: Mapping[K, int | str]) -> frozenset[K]:
     return frozenset(primary | suppressed_groups({k: _pair_size(n) for k, n in sizes.items()}))
 
 
-def _either(a: int | str, b: int | str) -> int | str:
+def _either(a: int | str, b: int | str) -> int | Withheld:
     """One count for a pair of groups whichever is the anchor: the smaller, withheld when
     either is."""
-    return min(a, b) if isinstance(a, int) and isinstance(b, int) else SMALL_CELL_LABEL
+    return min(a, b) if isinstance(a, int) and isinstance(b, int) else SMALL
 
 
 def published_pair_matrix(

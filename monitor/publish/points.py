@@ -31,6 +31,8 @@ from monitor.core.drivers import driver_clause, driver_sentence
 from monitor.core.numbers import float_or_none
 from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
 from monitor.core.results import CellEvaluation
+from monitor.publish.cells import PublishedAuditCell
+from monitor.publish.shown import Shown
 
 #: The tier a cell withheld by the small-cell rule shows: the tier rests on the window's
 #: figures (flip rate, audit size, hospital agreement), so it is withheld with them.
@@ -238,6 +240,22 @@ def published_audit_point(c: CellEvaluation) -> CellPoint:
         support_note="" if small else r.support_note,
         time_to_reliable="" if small or c.axis2 is None else c.axis2.time_to_reliable,
     )
+
+
+def audit_cell_point(c: PublishedAuditCell) -> CellPoint:
+    """A published audit cell (:func:`~monitor.publish.cells.audit_cell_value`, or one
+    read back from ``cells.json``) as the report may show it: a withheld cell keeps its
+    identity only, as ``published_audit_point`` leaves a cell read back withheld (no
+    cohort size)."""
+    if isinstance(c.figures, Shown):
+        return published_audit_point(c.figures.value.read_back())
+    i = c.identity
+    return CellPoint(
+        model_id=i.model_id, metric=i.metric, attribute=i.attribute, evaluation=0, at=None,
+        window_n=0, threshold=i.threshold, direction=i.direction, value=None, vfr=None,
+        ci_low=None, ci_high=None, dominant_verdict=None, point_verdict=None,
+        tier=WITHHELD_TIER, K=i.K, suppressed=True,
+    )  # fmt: skip
 
 
 def guarded_point(p: CellPoint) -> CellPoint:

@@ -46,7 +46,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from batch_axes.audit_cell import audit_cell_from_row, axis3_note, kappa_band, kappa_degenerate
+from batch_axes.audit_cell import axis3_note, kappa_band, kappa_degenerate
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import AttributeMPPD, EquiLenseResult
@@ -57,18 +57,22 @@ from monitor.config.errors import UserError
 from monitor.core.events import CERTIFIED_CHANGE, CellEvent
 from monitor.core.numbers import float_or_none
 from monitor.core.results import CellEvaluation
+from monitor.publish.audit import PublishedAudit, audit_read
 from monitor.publish.axes import published_axis3_note, reported_axis
-from monitor.publish.counts import published_count, published_size, rounded_count
+from monitor.publish.cells import PublishedAuditCell
+from monitor.publish.counts import count_value, published_count, published_size, rounded_count
+from monitor.publish.equilense import PublishedEquiLense
 from monitor.publish.mppd import family_hidden, published_pair_matrix
 from monitor.publish.periods import in_period, snap_period
 from monitor.publish.points import (
     CellPoint,
+    audit_cell_point,
     guarded_point,
-    published_audit_point,
     published_point,
     reported_point,
 )
-from monitor.publish.rule import SMALL_CELL, SMALL_CELL_LABEL
+from monitor.publish.rule import SMALL_CELL
+from monitor.publish.shown import Published, Shown
 from monitor.publish.volumes import VolumePoint, monthly_volume
 from monitor.store import queries
 
@@ -210,16 +214,16 @@ class MPPDAttribute:
 class ModelPeriod:
     """The days one model's period figures rest on: [start, end) in whole UTC days (None:
     open), the filter's days widened to whole release blocks; ``records`` as published
-    (rounded, or "<11": the period is withheld as a whole)."""
+    (rounded, or withheld: the period is withheld as a whole)."""
 
     start: date | None
     end: date | None
-    records: int | str
+    records: Published[int]
     filtered: bool
 
     @property
     def withheld(self) -> bool:
-        return self.records == SMALL_CELL_LABEL
+        return not isinstance(self.records, Shown)
 
 
 @dataclass(frozen=True)
@@ -613,7 +617,7 @@ def model_period(
         start, end = snap_period(days, filt[0], None if last is None else last + timedelta(1))
     mine = [(d, n) for d, n in days if in_period(d, start, end)]
     total = sum(n for _, n in mine)
-    period = ModelPeriod(start, end, published_count(total) if total else 0, filt is not None)
+    period = ModelPeriod(start, end, count_value(total) if total else Shown(0), filt is not None)
     return period, ([] if period.withheld else monthly_volume(mine))
 
 
@@ -860,24 +864,44 @@ def read_audit_dir(
     models: list[str] | None = None,
     generated_at: datetime | None = None,
 ) -> ReportData:
-    """An offline audit's ``cells.json`` (and ``mppd.json`` when present) as a ReportData.
-
-    The audit has one cohort, so there is no history, no events and no N* curve (only
-    N* itself); kappa per metric is the kappa its cells carry. ``generated_at``: the
-    header's time (None: now).
-    """
-    cfg = config or MonitorConfig()
+    """An offline audit's ``cells.json`` (and ``mppd.json`` when present) as a ReportData:
+    the files read back as the published audit they hold (:func:`audit_read`), then
+    :func:`read_audit`."""
     d = Path(path)
     cells_path = d / "cells.json"
     if not cells_path.is_file():
         raise ReportInputError(f"--audit-dir {d}: no cells.json (write one with vfr-monitor audit)")
     try:
         raw = json.loads(cells_path.read_text())
-        rows = raw["cells"]
+        raw["cells"]
     except (ValueError, KeyError, TypeError) as exc:
         raise ReportInputError(f"{cells_path}: not an audit cells.json ({exc})") from None
-    audit = [audit_cell_from_row(r) for r in rows]
-    cells = [published_audit_point(c) for c in audit]
+    mppd = json.loads((d / "mppd.json").read_text()) if (d / "mppd.json").is_file() else None
+    return read_audit(
+        audit_read(raw, mppd), config, models=models, generated_at=generated_at,
+        source_name=str(d), where=str(cells_path),
+    )  # fmt: skip
+
+
+def read_audit(
+    audit: PublishedAudit,
+    config: MonitorConfig | None = None,
+    *,
+    models: list[str] | None = None,
+    generated_at: datetime | None = None,
+    source_name: str = "audit_frame",
+    where: str = "the audit",
+) -> ReportData:
+    """An offline audit, as published (:class:`~monitor.publish.audit.PublishedAudit`:
+    from its files, or from memory for an audit of a DataFrame), as a ReportData.
+
+    The audit has one cohort, so there is no history, no events and no N* curve (only
+    N* itself); kappa per metric is the kappa its cells carry. ``generated_at``: the
+    header's time (None: now); ``source_name``: the header's name of the audit;
+    ``where``: the audit as an error message names it.
+    """
+    cfg = config or MonitorConfig()
+    cells = [audit_cell_point(c) for c in audit.cells]
     guard = _guard_notes(cfg)
     if guard:
         cells = [guarded_point(p) for p in cells]
@@ -886,35 +910,32 @@ def read_audit_dir(
         unknown = [m for m in models if m not in names]
         if unknown:
             raise ReportInputError(
-                f"--model {unknown[0]}: not in {cells_path}; models there: {', '.join(names)}"
+                f"--model {unknown[0]}: not in {where}; models there: {', '.join(names)}"
             )
         names = [m for m in names if m in models]
     metrics, attributes = _axis_names(cells, cfg)
-    eq = None
-    if (d / "mppd.json").is_file():
-        eq = EquiLenseResult.from_dict(json.loads((d / "mppd.json").read_text()))
     out = []
     for model in names:
         mine = _ordered([c for c in cells if c.model_id == model], metrics, attributes)
         mr = ModelReport(model_id=model, cells=mine)
         cohort = max((c.window_n for c in mine), default=0)
-        mr.axis3 = reported_axis(cohort, functools.partial(_audit_axis3, audit, model, cfg))
+        mr.axis3 = reported_axis(cohort, functools.partial(_audit_axis3, audit.cells, model, cfg))
         if mr.axis3 is None:  # the audit's cells.json withholds a cohort under 11: so does its page
             mr.axes_note = (
                 f"Hospital agreement (Axis 3) withheld: the audit cohort holds fewer than "
                 f"{SMALL_CELL} records."
             )
-        if eq is not None:
-            _set_mppd(mr, eq)
+        if audit.equilense is not None:
+            _set_mppd(mr, audit.equilense)
         mr.records = published_count(cohort) if cohort else None
         out.append(mr)
-    notes = [*guard, *(str(n) for n in raw.get("notes", []))]
+    notes = [*guard, *audit.notes]
     return ReportData(
         **_base(
             cfg,
             generated_at,
             source="audit",
-            source_name=str(d),
+            source_name=source_name,
             config_hash=thresholds_hash(cells),
             config_hash_kind="thresholds",
             period=None,
@@ -926,7 +947,7 @@ def read_audit_dir(
     )
 
 
-def _set_mppd(mr: ModelReport, result: EquiLenseResult) -> None:
+def _set_mppd(mr: ModelReport, result: EquiLenseResult | PublishedEquiLense) -> None:
     """The model's MPPD from an EquiLense result, or the note saying why there is none."""
     entry = result.models.get(mr.model_id)
     if entry is not None:
@@ -936,13 +957,16 @@ def _set_mppd(mr: ModelReport, result: EquiLenseResult) -> None:
         mr.mppd_note = result.mppd_note
 
 
-def _audit_axis3(cells: list[CellEvaluation], model: str, cfg: MonitorConfig) -> Axis3Summary:
-    mine = [c for c in cells if c.model_id == model]
-    applicable = not any(kappa_band(c) == "not applicable" for c in mine)
+def _audit_axis3(
+    cells: Sequence[PublishedAuditCell], model: str, cfg: MonitorConfig
+) -> Axis3Summary:
+    mine = [c for c in cells if c.identity.model_id == model]
+    shown = [c.figures.value.read_back() for c in mine if isinstance(c.figures, Shown)]
+    applicable = not any(kappa_band(c) == "not applicable" for c in shown)
     by_metric: dict[str, CellEvaluation] = {}
-    for c in mine:
+    for c in shown:
         by_metric.setdefault(c.metric, c)
-    small = any(c.withheld for c in mine)
+    small = len(shown) < len(mine)
     metrics = tuple(
         MetricKappa(
             metric=m,
@@ -953,5 +977,5 @@ def _audit_axis3(cells: list[CellEvaluation], model: str, cfg: MonitorConfig) ->
         )
         for m, c in by_metric.items()
     )
-    reason = next((axis3_note(c) for c in mine if axis3_note(c)), "")
+    reason = next((axis3_note(c) for c in shown if axis3_note(c)), "")
     return Axis3Summary(applicable, reason, 0, 0, cfg.axis3.kappa_cutoff, metrics)

@@ -24,6 +24,8 @@ from batch_axes.mppd_sample import Z95
 from monitor.config import MonitorConfig
 from monitor.core.explain import tier_name
 from monitor.core.tiers import TIER_LEVEL
+from monitor.publish.audit import PublishedAudit
+from monitor.publish.encode import encoded
 from monitor.publish.points import WITHHELD_TIER
 from monitor.publish.rule import ROUNDING_BASE, SMALL_CELL
 from monitor.publish.rule import SMALL_CELL_LABEL as WITHHELD
@@ -35,6 +37,7 @@ from monitor.report.data import (
     ReportData,
     ReportInputError,
     open_database,
+    read_audit,
     read_audit_dir,
     read_database,
 )
@@ -342,8 +345,9 @@ def _period_line(m: ModelReport) -> dict[str, str] | None:
     last = None if p.end is None else p.end - timedelta(days=1)
     frm = _day_text(p.start) or "its first record"
     to = _day_text(last) or "its latest record"
+    records: int | str = encoded(p.records)
     text = (
-        f"Period of this model: {frm} to {to}, {fmt_count(p.records)} records (the days asked "
+        f"Period of this model: {frm} to {to}, {fmt_count(records)} records (the days asked "
         f"for, widened to whole blocks of at least {SMALL_CELL} records, so that no two "
         "reports differ by a few records)."
     )
@@ -530,6 +534,7 @@ def write_report(
     *,
     db: str | Path | None = None,
     audit_dir: str | Path | None = None,
+    audit: PublishedAudit | None = None,
     out: str | Path | None = None,
     models: list[str] | None = None,
     since: date | str | None = None,
@@ -542,6 +547,9 @@ def write_report(
 ) -> tuple[Path, str | None]:
     """Render and write a report; returns the path written and a note when it was renamed.
 
+    The data: a DuckDB file (``db``), an audit directory (``audit_dir``) or an audit's
+    published results in memory (``audit``: :meth:`monitor.audit.run.AuditReport.published`,
+    what :meth:`monitor.audit.frame.FrameAudit.report` passes), exactly one of them.
     ``out``: a file, a directory, or None (the current directory). In a directory the
     name carries the model(s) and the period; an existing file is never overwritten:
     the first free ``-2``, ``-3`` ... suffix is used, and the note says so.
@@ -550,14 +558,14 @@ def write_report(
     unchanged data draws no figure. ``generated_at``: the time in the header and, for an
     audit, in the file name (None: now).
     """
-    if (db is None) == (audit_dir is None):
+    if sum(x is not None for x in (db, audit_dir, audit)) != 1:
         raise ReportInputError("give exactly one of --db FILE or --audit-dir DIR")
     if db is not None:
         data = _read_database_file(db, config, models, since, until, generated_at)
+    elif audit_dir is not None:
+        data = read_audit_dir(audit_dir, config, models=models, generated_at=generated_at)
     else:
-        data = read_audit_dir(
-            audit_dir, config, models=models, generated_at=generated_at  # type: ignore[arg-type]  # db or audit_dir: checked
-        )
+        data = read_audit(audit, config, models=models, generated_at=generated_at)  # type: ignore[arg-type]  # the one given: checked
     if not data.models:
         raise ReportInputError("no model has any evaluated cell yet: nothing to report")
     if compare is not None:

@@ -33,8 +33,8 @@ from monitor.core.privacy import ReleaseBook
 from monitor.core.results import CellEvaluation
 from monitor.core.tables import attribute_groups, tables_from_frame
 from monitor.publish.cells import published_evaluation
+from monitor.publish.encode import WITHHELD_TEXT
 from monitor.publish.health import PublishedHealth, published_health
-from monitor.publish.rule import SMALL_CELL_LABEL
 from monitor.service.api import ApiServer, serve_configured
 from monitor.service.cohort_book import CohortBook, CohortView
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
@@ -547,7 +547,7 @@ class MonitorService:
             out.append({
                 "model_id": m.model_id,
                 "window_records": (
-                    SMALL_CELL_LABEL if m.window_records is None else m.window_records
+                    WITHHELD_TEXT if m.window_records is None else m.window_records
                 ),
                 "rolling_auroc": m.auroc,
                 "rolling_accuracy": m.accuracy,

@@ -81,8 +81,9 @@ from monitor.core.locks import named_lock
 from monitor.core.numbers import as_float, float_or_none
 from monitor.core.results import CellEvaluation
 from monitor.core.tiers import EVALUABLE_TIERS, Tier
-from monitor.publish.counts import rounded_count
+from monitor.publish.cells import cell_value
 from monitor.publish.rule import SMALL_CELL, published, reportable
+from monitor.publish.shown import Shown
 
 log = logging.getLogger(__name__)
 
@@ -420,15 +421,17 @@ class _StateCollector(Collector):
             if not all(map(is_identifier, key)):
                 log.warning("cell left out of the exposition: label not an identifier")
                 continue
-            if not reportable(c.result.window_n):
+            published = cell_value(c)
+            if not isinstance(published.figures, Shown):
                 continue  # the small-cell rule: no per-cell series at all
-            if c.certified is not None:
+            shown = published.figures.value
+            if c.certified is not None and shown.certified is not None:
                 # kept while the window is not evaluable: the verdict rests on the blocks
                 # since its last change, not on the window
                 certified.add_metric(key, float(c.certified.code))
-                n = c.certified.last_change_records
-                if n is not None and reportable(n):
-                    change_records.add_metric(key, float(rounded_count(n)))
+                n = shown.certified.last_change_records
+                if isinstance(n, Shown) and n.value > 0:  # 0: no change behind it yet
+                    change_records.add_metric(key, float(n.value))
             not_evaluable.add_metric(key, 0.0 if c.result.evaluable else 1.0)
             if not c.result.evaluable:
                 # no verdict, VFR or tier of its own (docs/method.md section 2): no series

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from monitor.config import MonitorConfig
 from monitor.core.events import CellEvent
 from monitor.core.explain import Cutoffs, explain_event
-from monitor.publish.axes import published_axis_row
-from monitor.publish.cells import published_event_rows, published_windows
-from monitor.publish.events import event_row
+from monitor.publish.axes import axis_row_value
+from monitor.publish.cells import event_value, window_value
+from monitor.publish.encode import JsonObject, axis_row_json, event_json, window_json
 from monitor.store import Store, queries
 
 
@@ -42,7 +41,8 @@ def event_explainer(config: MonitorConfig) -> Callable[[CellEvent], str]:
 
 def stored_events(store: Store, limit: int, since_id: int | None) -> list[dict]:
     """Latest events, each with its sentence; one from an evaluation of fewer than 11
-    window records shows ``<11`` in place of its verdicts, tiers, axes and sentence."""
+    window records shows ``<11`` in place of its verdicts, tiers, axes and sentence
+    (:func:`monitor.publish.cells.event_value`)."""
     cursor = store.cursor()
     try:
         events = queries.events_since(cursor, limit, since_id)
@@ -52,42 +52,35 @@ def stored_events(store: Store, limit: int, since_id: int | None) -> list[dict]:
     finally:
         cursor.close()
     explain = event_explainer(store.config)
-    rows = [{**stored_event_row(s), "explanation": explain(s.event)} for s in events]
-    return published_event_rows(rows, sizes)
-
-
-def stored_event_row(stored: queries.StoredEvent) -> dict[str, Any]:
-    """A stored event as a row of its stored fields (monitor.publish.events.event_row)."""
-    return event_row(
-        stored.event, id=stored.id, created_at=stored.created_at,
-        decision_config=stored.decision_config,
-    )  # fmt: skip
-
-
-def window_row(row: queries.WindowRow) -> dict[str, Any]:
-    """A stored window row as the API's windows route serves it, before the small-cell
-    rule: the row's columns, then its result's stored form (``CellEvaluation.to_dict``,
-    whose ``evaluation`` and ``evaluated_at`` are the ones shown)."""
-    return {
-        "evaluation": row.evaluation,
-        "evaluated_at": row.evaluated_at,
-        "window_end_count": row.window_end_count,
-        "seed": row.seed,
-        **row.result.to_dict(),
-    }
+    return [
+        event_json(event_value(
+            s.event, id=s.id, created_at=s.created_at, decision_config=s.decision_config,
+            window_n=sizes.get((s.event.model_id, s.event.evaluation)), explain=explain,
+        ))
+        for s in events
+    ]  # fmt: skip
 
 
 def stored_windows(
     store: Store, model: str, metric: str, attribute: str, limit: int, before: int | None
 ) -> list[dict]:
     """A cell's released evaluations, newest first; small windows withheld, counts
-    rounded (monitor.publish.cells.published_windows)."""
+    rounded (monitor.publish.cells.window_value)."""
     cursor = store.cursor()
     try:
         rows = queries.window_history(cursor, model, metric, attribute, limit, before)
     finally:
         cursor.close()
-    return published_windows(window_row(r) for r in rows)
+    return [window_row(r) for r in rows]
+
+
+def window_row(row: queries.WindowRow) -> JsonObject:
+    """A stored window row as the API's windows route serves it: the row's columns, then
+    its result's stored form (whose ``evaluation`` and ``evaluated_at`` are the ones
+    shown), under the small-cell rule (monitor.publish.cells.window_value)."""
+    return window_json(
+        window_value(row.evaluation, row.evaluated_at, row.window_end_count, row.seed, row.result)
+    )
 
 
 def stored_axes(
@@ -112,10 +105,10 @@ def stored_axes(
     return [axis_row(row) for row in rows]
 
 
-def axis_row(row: queries.AxisRow) -> dict[str, Any]:
+def axis_row(row: queries.AxisRow) -> JsonObject:
     """A stored scheduled result as the API's axes routes serve it: its identity, its
-    cohort size and payload under the small-cell rule (published_axis_row)."""
-    cohort_n, payload = published_axis_row(row.cohort_n, lambda: row.result)
+    cohort size and payload under the small-cell rule (axis_row_value)."""
+    cohort_n, payload = axis_row_json(axis_row_value(row.cohort_n, lambda: row.result))
     return {
         "axis": row.axis,
         "model_id": row.model_id,

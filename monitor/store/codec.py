@@ -52,7 +52,7 @@ from monitor.core.coverage import AttributeCoverage
 from monitor.core.drivers import Drivers
 from monitor.core.events import CellTracker
 from monitor.core.jsonable import to_json
-from monitor.core.numbers import as_float, float_or_none
+from monitor.core.numbers import as_float
 from monitor.core.results import Axis2Outcome, Axis3Outcome, CellEvaluation, CertifiedVerdict
 from monitor.core.tiers import Tier, TierResult
 from monitor.store.migrations import lacks_cell_keys, upgraded_cell
@@ -204,7 +204,7 @@ def evaluation_from_json(d: Mapping[str, Any]) -> CellEvaluation:
         tier=tier,
         axis2=None if n_star is None else Axis2Outcome(as_float(n_star)),
         axis3=None if kappa is None else Axis3Outcome(True, as_float(kappa)),
-        certified=_certified_from_json(d["certified"]),
+        certified=CertifiedVerdict.from_dict(d["certified"]),
         evaluation=int(d["evaluation"]),
         evaluated_at=str(d["evaluated_at"]),
         confirmed_tier=d["confirmed_tier"],
@@ -265,21 +265,6 @@ def cell_result_from_json(d: Mapping[str, Any]) -> CellResult:
             tuple(d["records_needed_groups"] or ()),
         ),
         f(d["min_denominator"]), d["groups_evaluated"], d["groups_total"], drivers, pooled, basis,
-    )  # fmt: skip
-
-
-def _certified_from_json(d: Any) -> CertifiedVerdict | None:
-    """A stored cell's certified verdict (:meth:`CertifiedVerdict.to_dict`; None: a cell
-    that is not certified)."""
-    if not isinstance(d, dict):
-        return None
-    change = d["last_change"]
-    records = d["last_change_records"]
-    return CertifiedVerdict(
-        str(d["verdict"]), int(d["records"]), bool(d["evaluable"]),
-        None if change is None else (str(change[0]), str(change[1])),
-        None if records is None else int(records),
-        float_or_none(d["evidence_fail"]), float_or_none(d["evidence_pass"]),
     )  # fmt: skip
 
 

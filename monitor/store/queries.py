@@ -330,7 +330,7 @@ def held_count(c: duckdb.DuckDBPyConnection) -> int:
 
 def model_clocks(c: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Each model's event-time clock (ns): the latest scoring time or outcome time of
-    its stored records and held outcomes (the clock of :mod:`monitor.stream.join`)."""
+    its stored records and held outcomes (the clock of :mod:`monitor.stream.join_rules`)."""
     rows = c.execute(
         "SELECT model_id, max(t) FROM (SELECT model_id, epoch_ns(greatest(max(event_time), "
         "coalesce(max(outcome_time), max(event_time)))) AS t FROM discharges GROUP BY "

@@ -17,7 +17,7 @@ transaction (the certified block is read from the store).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from monitor.config import MonitorConfig
 from monitor.core.events import CellTracker
@@ -28,6 +28,9 @@ from monitor.stream.certified import BlockSource
 from monitor.stream.coverage_cells import with_coverage
 from monitor.stream.evaluation_queue import Job
 from monitor.stream.model_state import ModelState
+
+if TYPE_CHECKING:  # river's detectors: imported by the service that makes one
+    from monitor.core.drift import DriftBook
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ def apply_evaluation(
     store: BlockSource,
     *,
     axes: AxisCache,
-    drift: Any | None = None,
+    drift: DriftBook | None = None,
     interim: bool = False,
 ) -> Applied | None:
     """Tiers, trackers and events of a computed evaluation (waiting for the worker if it
@@ -55,8 +58,8 @@ def apply_evaluation(
     An evaluation is identified by (model, stream position): one at a position the
     model's written evaluations have reached already is a no-op (None). An interim
     (wall-clock) evaluation keeps the last hop's number and leaves the trackers alone.
-    ``axes``: the model's latest scheduled-axis results; ``drift``: a DriftBook-like
-    object (update(key, value) -> bool), fed each hop's values.
+    ``axes``: the model's latest scheduled-axis results; ``drift``: the drift detectors,
+    fed each hop's values (None: no drift detection).
     """
     cfg = config
     model_id, now = job.model_id, job.now

@@ -30,5 +30,5 @@ class BatchReport:
     drift: list[tuple[str, str, str]] = field(default_factory=list)
     #: per model, the new records' (label, score, decision) for model-health tracking
     new_records: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
-    #: what the batch's outcome messages did, by case (monitor.stream.join.JoinCase)
+    #: what the batch's outcome messages did, by case (monitor.stream.join_rules.JoinCase)
     outcomes: dict[str, int] = field(default_factory=dict)

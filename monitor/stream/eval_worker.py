@@ -1,7 +1,8 @@
 """A worker process for the hop evaluations' Axis 1 bootstrap, beside the ingest thread.
 
-The bootstrap is a pure function of a window's count tables, the configuration
-and the evaluation seed (:func:`monitor.core.axis1.run_axis1`), so it can run
+The bootstrap is a pure function of a window's count tables, the engine options
+(:func:`monitor.core.engine_options.engine_options` of the configuration) and the
+evaluation seed (:func:`monitor.core.axis1.run_axis1`), so it can run
 anywhere: the worker receives copies of the tables (a few KB) and returns the
 cell results, bit for bit what the ingest thread would have computed. Why a
 process and not a thread: the bootstrap is mostly small numpy operations that
@@ -24,19 +25,18 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from monitor.config import MonitorConfig
-
-# Only the Axis 1 engine (numpy) and the configuration: not batch_axes.runner, whose
+# Only the Axis 1 engine (numpy) and its options: not batch_axes.runner, whose
 # imports (pandas, scikit-learn, the slow axes) would triple the worker's memory.
 from monitor.core.axis1 import compile_kernels
 from monitor.core.cell_result import CellResult
+from monitor.core.engine_options import EngineOptions
 from monitor.core.locks import named_lock
-from monitor.core.outcome_split import evaluate_split
+from monitor.core.outcome_split import run_split
 
 _pool: ProcessPoolExecutor | None = None
 _pool_lock = named_lock("eval_pool")
-#: in the worker: unpickled configurations by their pickled bytes
-_configs: dict[bytes, MonitorConfig] = {}
+#: in the worker: unpickled engine options by their pickled bytes
+_options: dict[bytes, EngineOptions] = {}
 
 
 def _watch_parent(parent: int) -> None:
@@ -59,14 +59,14 @@ def _warm() -> None:
 
 
 def _axis1_many(
-    config_bytes: bytes, jobs: list[tuple[Any, int]]
+    options_bytes: bytes, jobs: list[tuple[Any, int]]
 ) -> list[tuple[list[CellResult], float]]:
     """Several windows' Axis 1 (``(tables, seed)`` each), stacked in as few engine calls
     as the models allow: the per-call overhead of the small numpy operations is shared.
     A model evaluated twice goes to a later round (its table keys would collide)."""
-    cfg = _configs.get(config_bytes)
-    if cfg is None:
-        cfg = _configs[config_bytes] = pickle.loads(config_bytes)
+    opts = _options.get(options_bytes)
+    if opts is None:
+        opts = _options[options_bytes] = pickle.loads(options_bytes)
     out: list[tuple[list[CellResult], float] | None] = [None] * len(jobs)
     todo = list(range(len(jobs)))
     while todo:
@@ -83,11 +83,7 @@ def _axis1_many(
         joined = {key: t for i in taken.values() for key, t in jobs[i][0][1].items()}
         seeds = {model: jobs[i][1] for model, i in taken.items()}
         t0 = time.perf_counter()
-        a = cfg.axis1  # as monitor.core.axis1.run_axis1, one seed per model
-        results = evaluate_split(
-            free, joined, cfg.metrics, K=a.K, N=a.N, min_group_support=a.min_group_support,
-            seed=0, threads=1, seeds=seeds,
-        )  # fmt: skip
+        results = run_split(free, joined, opts, seed=0, seeds=seeds)
         seconds = (time.perf_counter() - t0) / len(taken)
         by_model: dict[str, list[CellResult]] = {m: [] for m in taken}
         for r in results:
@@ -98,9 +94,11 @@ def _axis1_many(
     return out  # type: ignore[return-value]  # every slot filled by the loop
 
 
-def submit_many(config_bytes: bytes, jobs: list[tuple[Any, int]]) -> Future:
-    """Axis 1 of several windows' tables; the future gives [(cell results, seconds)]."""
-    return _get_pool().submit(_axis1_many, config_bytes, jobs)
+def submit_many(options_bytes: bytes, jobs: list[tuple[Any, int]]) -> Future:
+    """Axis 1 of several windows' tables (``options_bytes``: pickled
+    :class:`~monitor.core.engine_options.EngineOptions`); the future gives
+    [(cell results, seconds)]."""
+    return _get_pool().submit(_axis1_many, options_bytes, jobs)
 
 
 def _get_pool() -> ProcessPoolExecutor:

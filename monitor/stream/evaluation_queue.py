@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import MonitorConfig
+from monitor.config.engine import engine_options
 from monitor.core.cell_result import CellResult
 from monitor.core.outcome_split import run_split
 from monitor.core.results import EvaluationRecord, WindowPosition
@@ -94,7 +95,9 @@ class EvaluationQueue:
     def __init__(self, config: MonitorConfig, *, use_worker: bool):
         self.config = config
         self.use_worker = use_worker
-        self._config_bytes = pickle.dumps(config)
+        #: Axis 1 as configured, one model at a time (a thread pool costs more than it saves)
+        self.engine = engine_options(config, threads=1)
+        self._engine_bytes = pickle.dumps(self.engine)
         #: hop evaluations submitted to the worker, in stream order, not applied yet
         self.pending: list[Job] = []
         if use_worker:
@@ -128,7 +131,7 @@ class EvaluationQueue:
     def compute(self, job: Job, w: ModelWindow) -> None:
         """Axis 1 of ``job`` in this thread, from window ``w`` as it is now."""
         t0 = time.perf_counter()
-        job.results = run_split(*w.split_tables(), self.config, job.seed, threads=1)
+        job.results = run_split(*w.split_tables(), self.engine, job.seed)
         job.seconds = time.perf_counter() - t0
 
     def submit(self, jobs: list[tuple[Job, Any]]) -> None:
@@ -139,7 +142,7 @@ class EvaluationQueue:
         for i, (job, _) in enumerate(jobs):
             job.index = i
         future = eval_worker.submit_many(
-            self._config_bytes, [(tables, job.seed) for job, tables in jobs]
+            self._engine_bytes, [(tables, job.seed) for job, tables in jobs]
         )
         for job, _ in jobs:
             job.future = future

@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -44,13 +44,16 @@ from monitor.stream.axis_cache import AxisCache
 from monitor.stream.batch_report import BatchReport
 from monitor.stream.evaluation_queue import EvaluationQueue, Job
 from monitor.stream.intake import Intake
+from monitor.stream.join_store import Joins
+from monitor.stream.join_windows import JoinCursor, join_outcomes
 from monitor.stream.model_state import ModelState, ModelView
-from monitor.stream.outcome_join import Joins
 from monitor.stream.ownership import Partition, PartitionOwnership
 from monitor.stream.restore import missing_hop_points, rebuilt_window, restore_models
 from monitor.stream.stats import PipelineStats
 from monitor.stream.window import ModelWindow, RecordBatch
-from monitor.stream.window_joins import JoinCursor, join_outcomes
+
+if TYPE_CHECKING:  # river's detectors: imported by the service that makes one
+    from monitor.core.drift import DriftBook
 
 __all__ = ["AxisCache", "BatchReport", "Pipeline", "PipelineStats"]
 
@@ -66,13 +69,13 @@ class Pipeline:
         store: Store,
         *,
         on_batch: Callable[[BatchReport], None] | None = None,
-        drift: Any | None = None,
+        drift: DriftBook | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.config = config
         self.store = store
         self.on_batch = on_batch
-        self.drift = drift  # a DriftBook-like object: update(key, value) -> bool
+        self.drift = drift
         self.clock = clock
         #: each model held in memory: its window, trackers, latest cells, counters
         self._models: dict[str, ModelState] = {}
@@ -442,7 +445,7 @@ class Pipeline:
         """The window updates and hop points of :meth:`_advance_windows`; returns the hop
         evaluations for the worker and the models touched.
 
-        An outcome counts from its ``label_pos`` (monitor.stream.join.label_position):
+        An outcome counts from its ``label_pos`` (monitor.stream.join_rules.label_position):
         before the evaluation at a hop point E every join with label_pos <= E is applied,
         the rest after the model's last new record of the batch."""
         hop = self.config.window.hop_records

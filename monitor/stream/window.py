@@ -33,7 +33,7 @@ from monitor.config import MonitorConfig
 from monitor.core.counts import CountTable
 from monitor.core.tables import attribute_groups, grid_groups, group_index
 
-#: label of a record whose outcome is not known (monitor.stream.join.LABEL_UNKNOWN)
+#: label of a record whose outcome is not known (monitor.stream.join_rules.LABEL_UNKNOWN)
 _UNKNOWN = -1
 _NS_PER_DAY = 86_400 * 10**9
 

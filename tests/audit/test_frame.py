@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -217,6 +218,44 @@ def test_tier_grid_html_view_and_report(api_result, tmp_path):
     assert path.parent == tmp_path and text.startswith("<!DOCTYPE html>")
     # the report names attributes as the config does (the column "Race / ethnicity")
     assert "los-xgb" in text and "race_ethnicity_x_sex" in text
+
+
+def test_the_report_from_memory_is_the_report_of_the_audit_files(tmp_path, monkeypatch):
+    """FrameAudit.report reads the published audit from memory (no temporary files), and
+    draws the page the audit directory gives, a withheld model and left-out counts
+    included (the source's name aside)."""
+    import tempfile
+    from datetime import UTC, datetime
+
+    from monitor.audit.run import write_report
+    from monitor.report.render import write_report as write_html
+
+    rng = np.random.default_rng(5)
+    n = 600
+    df = pd.DataFrame({
+        "y": rng.integers(0, 2, n), "p": rng.random(n),
+        "grp": rng.choice(["A", "B", "C"], n), "site": rng.integers(1, 5, n),
+        "m": ["tiny"] * 8 + ["big"] * (n - 8),
+    })  # fmt: skip
+    res = audit_frame(df, label="y", score="p", attributes=["grp"], model_column="m",
+                      hospital="site", config=FAST)  # fmt: skip
+    audit = replace(res.audit, left_out={"no score": 3, "bad label": 40})
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    write_report(audit, tmp_path / "files")
+    kw = {"config": res.config, "generated_at": at}
+    files, _ = write_html(audit_dir=tmp_path / "files", out=tmp_path / "a.html", **kw)
+    memory, _ = write_html(audit=audit.published(), out=tmp_path / "b.html", **kw)
+    page = files.read_text()
+    assert "tiny" in page and "no score &lt;11" in page and "bad label 40" in page
+    assert page.replace(str(tmp_path / "files"), "SOURCE") == memory.read_text().replace(
+        "audit_frame", "SOURCE"
+    )
+
+    def no_temporary_files(*a, **k):
+        raise AssertionError("FrameAudit.report wrote temporary files")
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", no_temporary_files)
+    assert res.report(tmp_path / "c.html").read_text().startswith("<!DOCTYPE html>")
 
 
 def test_decisions_alone_audit_without_calibration():

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from sklearn.model_selection import GroupKFold
 
 from batch_axes.axis3 import axis3, axis3_from_counts, hospital_folds, hospital_folds_from_counts
-from batch_axes.cohort_counts import CohortCounts, group_kfold_from_sizes
+from batch_axes.cohort_counts import CohortCounts, CountsLayout, group_kfold_from_sizes
 from monitor.config import AttributeConfig, MetricRule
 from monitor.core.counts import CountTable
 
@@ -149,3 +149,144 @@ def test_a_hospital_whose_records_all_left_takes_no_part_in_the_folds():
     assert folds.n_hospitals == 11 == hospital_folds(rest["ids"], 20).n_hospitals
     got = axis3_from_counts("m", counts, RULES, min_group_support=5, n_folds=20)
     assert got.to_dict() == from_records(rest, 5, 20).to_dict()
+
+
+# ----------------------------------------------------------------------------- the monoid
+def built(r: dict) -> CohortCounts:
+    counts = CohortCounts(ATTRS)
+    counts.add(*args(r))
+    return counts
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 1_500), st.integers(1, 30), st.integers(0, 2**31),
+    st.integers(2, 4), st.sampled_from([0.0, 0.1, 1.0]),
+)  # fmt: skip
+def test_the_sum_of_disjoint_parts_is_the_counts_of_their_union(n, hosp, seed, parts, miss):
+    """Parts share hospitals or not (a random split of the records): their sum, in any
+    order, is the counts built from all the records, array for array; Axis 3 on the sum
+    is Axis 3 on the union."""
+    r = records(n, hosp, seed, miss)
+    rng = np.random.default_rng(seed)
+    part_of = rng.integers(0, parts, n)
+    pieces = [built(take(r, np.flatnonzero(part_of == p))) for p in range(parts)]
+    total = pieces[0]
+    for p in pieces[1:]:
+        total = total + p
+    whole = built(r)
+    assert total == whole
+    assert pieces[-1] + sum(pieces[1:-1], pieces[0]) == whole  # another order
+    # array for array, once both are in one layout (the vector: every integer)
+    layout = whole.layout()
+    np.testing.assert_array_equal(total.to_vector(layout)[0], whole.to_vector()[0])
+    for a in ATTRS:
+        assert total.tables[a.name] == whole.tables[a.name]
+    got = axis3_from_counts("m", total, RULES, min_group_support=5, n_folds=7)
+    assert got.to_dict() == axis3_from_counts("m", whole, RULES, min_group_support=5,
+                                              n_folds=7).to_dict()  # fmt: skip
+    assert (total - pieces[0]) + pieces[0] == whole
+    assert total - pieces[0] == sum(pieces[2:], pieces[1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 1_000), st.integers(1, 20), st.integers(0, 2**31))
+def test_the_vector_round_trip_is_bit_identical(n, hosp, seed):
+    r = records(n, hosp, seed)
+    counts = built(r)
+    vector, layout = counts.to_vector()
+    assert vector.dtype == np.int64 and vector.ndim == 1 and vector.size == layout.size
+    back = CohortCounts.from_vector(vector, layout)
+    assert back == counts
+    np.testing.assert_array_equal(back.to_vector()[0], vector)
+    S = len(counts.slot_ids)
+    for a in ATTRS:
+        for name in ("counts", "score_hi", "score_lo"):
+            np.testing.assert_array_equal(
+                getattr(back, name)[a.name][:S], getattr(counts, name)[a.name][:S]
+            )
+        for x, y in zip(back.tables[a.name].words(), counts.tables[a.name].words(), strict=True):
+            np.testing.assert_array_equal(x, y)
+    if counts.n:
+        want = axis3_from_counts("m", counts, RULES, n_folds=5).to_dict()
+        assert axis3_from_counts("m", back, RULES, n_folds=5).to_dict() == want
+
+
+def test_vectors_in_one_shared_layout_sum_to_the_vector_of_the_sum():
+    """What a network does: each site writes its counts in the layout of every site's
+    hospitals; the element-wise sum of the vectors reads back as the pooled counts."""
+    r = records(3_000, 12, seed=4)
+    site = np.array([int(h[1:]) % 3 if h else 0 for h in r["ids"]])
+    sites = [built(take(r, np.flatnonzero(site == k))) for k in range(3)]
+    hospitals = tuple(sorted({h for s in sites for h in s.hospital_ids}))
+    layout = CountsLayout(tuple(ATTRS), 10, hospitals)
+    total = sum((s.to_vector(layout)[0] for s in sites), np.zeros(layout.size, np.int64))
+    assert CohortCounts.from_vector(total, layout) == built(r)
+    with pytest.raises(ValueError, match="not in the 2 hospitals given"):
+        sites[0].to_vector(CountsLayout(tuple(ATTRS), 10, hospitals[:2]))
+
+
+def test_from_tables_is_the_counts_of_the_records():
+    """Per-hospital count tables (what a site may keep) give the same cohort counts."""
+    r = records(2_000, 6, seed=5)
+    per_hospital = {}
+    for h in dict.fromkeys(r["ids"]):
+        rows = np.flatnonzero(np.array([x == h for x in r["ids"]]))
+        part = take(r, rows)
+        per_hospital[h] = {
+            a.name: CountTable.from_records(a.codes, part["groups"][a.name], part["label"],
+                                            part["decision"], part["score"])
+            for a in ATTRS
+        }  # fmt: skip
+    assert CohortCounts.from_tables(ATTRS, per_hospital) == built(r)
+    bad = dict(per_hospital)
+    h = next(iter(bad))
+    bad[h] = {**bad[h], "b": CountTable(("0", "1"))}
+    with pytest.raises(ValueError, match="count different records"):
+        CohortCounts.from_tables(ATTRS, bad)
+
+
+def test_check_compatible_names_the_difference():
+    base = built(records(100, 3, seed=6))
+    other_codes = [ATTRS[0], AttributeConfig(name="b", groups={"0": "p", "1": "q", "2": "r"})]
+    cases = [
+        (CohortCounts(ATTRS[:1]), r"different attributes: \['a', 'b'\] here, \['a'\] there"),
+        (CohortCounts(other_codes), r"attribute 'b' has different group codes"),
+        (CohortCounts(ATTRS, bins=20), "different score bins: 10 here, 20 there"),
+        (CohortCounts(ATTRS, with_tables=False), "keep Axis 2's count tables"),
+    ]
+    for other, message in cases:
+        with pytest.raises(ValueError, match=message):
+            base.check_compatible(other)
+        with pytest.raises(ValueError, match=message):
+            base + other
+        assert base != other
+    with pytest.raises(TypeError):
+        base.check_compatible(base.tables["a"])  # type: ignore[arg-type]
+    layout = base.to_vector()[1]
+    with pytest.raises(ValueError, match="different hospital slots"):
+        layout.check_compatible(CohortCounts(ATTRS).layout())
+
+
+def test_subtracting_what_is_not_contained_raises():
+    r = records(500, 4, seed=7)
+    part = built(take(r, np.arange(100)))
+    with pytest.raises(ValueError, match="not contained"):
+        part - built(r)
+
+
+def test_a_vector_that_is_no_records_counts_is_refused():
+    counts = built(records(300, 4, seed=8))
+    vector, layout = counts.to_vector()
+    with pytest.raises(ValueError, match=f"takes a vector of {layout.size}"):
+        CohortCounts.from_vector(vector[:-1], layout)
+    with pytest.raises(TypeError, match="integers"):
+        CohortCounts.from_vector(vector.astype(float), layout)
+    broken = vector.copy()
+    broken[0] += 1  # one more record in slot 0 than its attributes count
+    with pytest.raises(ValueError, match="records differ between 'a' and the total"):
+        CohortCounts.from_vector(broken, layout)
+    broken = vector.copy()
+    broken[-1] = -1  # a negative score word of the last table
+    with pytest.raises(ValueError, match="not cohort counts"):
+        CohortCounts.from_vector(broken, layout)

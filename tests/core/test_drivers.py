@@ -24,6 +24,7 @@ from monitor.core.drivers import (
     stack_shares,
     subgroup_extremes,
 )
+from monitor.core.intersections import Intersection
 from monitor.core.jsonable import to_json
 from monitor.core.metrics import Tallies, supported_groups
 from monitor.store.codec import cell_result_from_json
@@ -184,27 +185,40 @@ def test_subgroups_within_an_extreme_group():
     assert (lo_a, hi_a) == ("A x M", "A x M")
 
 
+def _subs(c) -> tuple:
+    """The combined groups within a cell's lowest group (none: no drivers)."""
+    return () if c.drivers is None else c.drivers.subgroups
+
+
 def test_attribute_cell_names_the_combined_groups_within_its_lowest_group():
-    """DI by race fails because of N; the race x sex table of the same grid says which
-    sex groups within N are selected least (N x F at 0.20, N x M at 0.40)."""
-    spec = [("N x F", 200, 0.20), ("N x M", 250, 0.40), ("W x F", 1000, 0.52),
-            ("W x M", 1000, 0.50)]  # fmt: skip
+    """DI by race fails because of N; the race_x_sex table of the same grid says which
+    sex groups within N are selected least (N:F at 0.20, N:M at 0.40). Which combined
+    groups lie within N comes from the configured intersection, not from the names."""
+    spec = [("N:F", 200, 0.20), ("N:M", 250, 0.40), ("W:F", 1000, 0.52),
+            ("W:M", 1000, 0.50)]  # fmt: skip
     comb = window(spec)
     race = CountTable(["N", "W"])
     race.counts[0] = comb.counts[0] + comb.counts[1]
     race.counts[1] = comb.counts[2] + comb.counts[3]
     di = [r for r in RULES if r.name == "DI"]
-    cells = evaluate_axis1({("m", "race"): race, ("m", "race x sex"): comb}, di, K=100,
-                           N=2450, seed=1)  # fmt: skip
+    inter = {"race_x_sex": Intersection("race_x_sex", ("race", "sex"), (("N", "W"), ("F", "M")))}
+    tables = {("m", "race"): race, ("m", "race_x_sex"): comb}
+    cells = evaluate_axis1(tables, di, K=100, N=2450, seed=1, intersections=inter)
     by_attr = {c.attribute: c for c in cells}
     c = by_attr["race"]
-    assert c.low_group == "N" and c.drivers.subgroups == (("N x F", 0.20), ("N x M", 0.40))
-    assert driver_sentence(c.to_dict()).endswith("; within N: N x F 0.20, N x M 0.40.")
-    assert by_attr["race x sex"].drivers.subgroups == ()  # a combined cell has no finer groups
+    assert c.low_group == "N" and _subs(c) == (("N:F", 0.20), ("N:M", 0.40))
+    assert driver_sentence(c.to_dict()).endswith("; within N: N:F 0.20, N:M 0.40.")
+    assert _subs(by_attr["race_x_sex"]) == ()  # a combined cell has no finer groups
     assert cell_result_from_json(json.loads(to_json(c.to_dict()))) == c
-    # without the intersection's table, nothing to decompose
-    (alone,) = evaluate_axis1({("m", "race"): race}, di, K=100, N=2450, seed=1)
-    assert alone.drivers.subgroups == ()
+    # without the configured intersection, or without its table, nothing to decompose
+    assert _subs(evaluate_axis1(tables, di, K=100, N=2450, seed=1)[0]) == ()
+    (alone,) = evaluate_axis1({("m", "race"): race}, di, K=100, N=2450, seed=1,
+                              intersections=inter)  # fmt: skip
+    assert _subs(alone) == ()
+    # a table that is not the configured combinations is refused, not misread
+    wrong = {("m", "race"): race, ("m", "race_x_sex"): window(list(reversed(spec)))}
+    with pytest.raises(ValueError, match="not the 4 combinations of race x sex"):
+        evaluate_axis1(wrong, di, K=100, N=2450, seed=1, intersections=inter)
 
 
 def test_the_sentence_names_groups_and_reads_as_english():

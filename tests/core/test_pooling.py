@@ -17,15 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.config import MetricRule, MonitorConfig, PoolingConfig
+from monitor.config import MetricRule, config_from_mapping
+from monitor.config.engine import engine_options
 from monitor.core.axis1 import evaluate_axis1, pooling_specs, run_axis1
 from monitor.core.counts import CountTable
+from monitor.core.intersections import Intersection
 from monitor.core.jsonable import to_json
 from monitor.core.metrics import Tallies
 from monitor.core.pooling import (
     PoolingSpec,
     moment_strength,
-    parents_from_names,
     pooled_metric,
     shrunk_rates,
 )
@@ -52,10 +53,17 @@ def cohort(seed: int, n: int, races: int, rates: list[float]):
     label = rng.binomial(1, 0.4, n)
     decision = rng.binomial(1, np.asarray(rates)[comb])
     score = rng.random(n)
-    groups = [f"r{r} x s{s}" for r in range(races) for s in range(2)]
+    groups = [f"r{r}:s{s}" for r in range(races) for s in range(2)]
     table = CountTable(groups)
     table.add(comb, label, decision, score)
     return groups, table, race, sex, comb, label, decision
+
+
+def race_x_sex(races: int) -> Intersection:
+    """The intersection of ``cohort``'s race and sex (race varies slowest, as comb)."""
+    return Intersection(
+        "race_x_sex", ("race", "sex"), (tuple(f"r{r}" for r in range(races)), ("s0", "s1"))
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -69,7 +77,8 @@ def cohort(seed: int, n: int, races: int, rates: list[float]):
 )
 def test_pooled_point_value_equals_oracle(seed, n, races, rates, strength, ms):
     groups, table, race, sex, comb, label, decision = cohort(seed, n, races, rates[: 2 * races])
-    parents = parents_from_names(groups)
+    assert race_x_sex(races).groups == tuple(groups)
+    parents = race_x_sex(races).parent_index()
     spec = PoolingSpec(parents, strength)
     point = Tallies.from_confusion(table.counts.sum(axis=-1).astype(float))
     support = table.group_counts() >= ms
@@ -95,11 +104,11 @@ def test_pooled_point_value_equals_oracle(seed, n, races, rates, strength, ms):
 )
 def test_pooled_bootstrap_matches_oracle(seed, n, rates):
     K = 300
-    groups, table, race, sex, comb, label, decision = cohort(seed, n, 3, rates)
-    parents = parents_from_names(groups)
+    _, table, race, sex, comb, label, decision = cohort(seed, n, 3, rates)
+    parents = race_x_sex(3).parent_index()
     fast = evaluate_axis1(
-        {("m", "race x sex"): table}, POOLED_RULES, K=K, N=n, seed=seed,
-        pooling={"race x sex": PoolingSpec(parents)},
+        {("m", "race_x_sex"): table}, POOLED_RULES, K=K, N=n, seed=seed,
+        pooling={"race_x_sex": PoolingSpec(parents)},
     )  # fmt: skip
     rng = np.random.default_rng(100 + seed)
     for f, rule in zip(fast, POOLED_RULES, strict=True):
@@ -120,20 +129,32 @@ def worked_example() -> dict[tuple[str, str], CountTable]:
     """docs/method.md, "Pooled estimates", worked example: (group, records, selected).
 
     Black women: 30 records, 9 selected (0.30); the other groups near 0.5."""
-    counts = [("Black x Female", 30, 9), ("Black x Male", 200, 90),
-              ("White x Female", 400, 200), ("White x Male", 400, 196)]  # fmt: skip
+    counts = [("B:F", 30, 9), ("B:M", 200, 90), ("W:F", 400, 200), ("W:M", 400, 196)]
     table = CountTable([g for g, _, _ in counts])
     for g, (_, n, sel) in enumerate(counts):
         label = np.arange(n) % 2  # half positives, evenly over decisions
         decision = (np.arange(n) < sel).astype(int)
         table.add(np.full(n, g), label, decision, np.full(n, 0.5))
-    return {("m", "race x sex"): table}
+    return {("m", "race_x_sex"): table}
+
+
+def pooling_config(**pooling):
+    """Race (Black, White) and sex (Female, Male), their intersection, ``[pooling]``."""
+    return config_from_mapping({
+        "attributes": [
+            {"name": "race", "groups": {"B": "Black", "W": "White"}},
+            {"name": "sex", "groups": {"F": "Female", "M": "Male"}},
+        ],
+        "intersections": [{"attributes": ["race", "sex"]}],
+        "metrics": {"DI": {"threshold": 0.8, "direction": ">="}},
+        "pooling": pooling,
+    })  # fmt: skip
 
 
 def test_worked_example_pooling_changes_the_verdict():
     tables = worked_example()
     di = [MetricRule(name="DI", threshold=0.8, direction=">=")]
-    spec = pooling_specs(tables, MonitorConfig(pooling=PoolingConfig(enabled=True)))
+    spec = pooling_specs(tables, engine_options(pooling_config(enabled=True)))
     (cell,) = evaluate_axis1(tables, di, K=500, N=1030, seed=11, pooling=spec)
     # raw: 0.30 / 0.50 = 0.60, fails in (nearly) every resample
     assert cell.value == pytest.approx(0.6)
@@ -147,7 +168,7 @@ def test_worked_example_pooling_changes_the_verdict():
     assert cell.verdict_basis == "raw"  # beside the raw one, not in its place
     # with a fixed prior of 100 records' weight the group is pulled only part of the way
     fixed = pooling_specs(
-        tables, MonitorConfig(pooling=PoolingConfig(enabled=True, prior_strength=100.0))
+        tables, engine_options(pooling_config(enabled=True, prior_strength=100.0))
     )
     (cell100,) = evaluate_axis1(tables, di, K=500, N=1030, seed=11, pooling=fixed)
     assert cell100.pooled.value == pytest.approx(0.4045 / 0.5001, abs=5e-4)
@@ -156,11 +177,8 @@ def test_worked_example_pooling_changes_the_verdict():
 
 def test_pooled_verdict_only_when_configured():
     tables = worked_example()
-    cfg = MonitorConfig(
-        pooling=PoolingConfig(enabled=True, verdict="pooled"),
-        metrics=[MetricRule(name="DI", threshold=0.8, direction=">=")],
-    )
-    (cell,) = run_axis1(tables, cfg, seed=3, threads=1)
+    cfg = pooling_config(enabled=True, verdict="pooled")
+    (cell,) = run_axis1(tables, engine_options(cfg, threads=1), seed=3)
     assert cell.verdict_basis == "pooled"
     assert cell.verdict is cell.pooled and cell.point_verdict == "pass"
     assert cell.value == cell.pooled.value and cell.vfr == cell.pooled.vfr
@@ -173,18 +191,21 @@ def test_pooled_verdict_only_when_configured():
     # a JSON round trip gives the same cell, both estimates
     assert cell_result_from_json(json.loads(to_json(row))) == cell
     # off by default: the same grid has no pooled figures
-    (plain,) = run_axis1(tables, cfg.model_copy(update={"pooling": PoolingConfig()}), seed=3)
+    (plain,) = run_axis1(tables, engine_options(pooling_config()), seed=3)
     assert plain.verdict_basis == "raw" and plain.point_verdict == "fail"
     assert plain.pooled is None and plain.to_dict()["pooled_point_verdict"] is None
 
 
 def test_only_combination_attributes_pool_and_only_binomial_metrics():
     tables = {("m", "race"): CountTable(["B", "W"]), **worked_example()}
-    spec = pooling_specs(tables, MonitorConfig(pooling=PoolingConfig(enabled=True)))
-    assert list(spec) == ["race x sex"]
-    cells = run_axis1(tables, MonitorConfig(pooling=PoolingConfig(enabled=True)), seed=1, threads=1)
+    rules = [*POOLED_RULES[1:], MetricRule(name="TI", threshold=0.1, direction="abs<="),
+             MetricRule(name="CAL", threshold=0.1, direction="<=")]  # fmt: skip
+    cfg = pooling_config(enabled=True).model_copy(update={"metrics": rules})
+    options = engine_options(cfg, threads=1)
+    assert list(pooling_specs(tables, options)) == ["race_x_sex"]
+    cells = run_axis1(tables, options, seed=1)
     pooled = {(c.attribute, c.metric) for c in cells if c.pooled is not None}
-    assert pooled == {("race x sex", m) for m in ("DI", "SPD", "EOPP", "EOD", "PP")}
+    assert pooled == {("race_x_sex", m) for m in ("SPD", "EOPP", "EOD", "PP")}
 
 
 def test_no_excess_scatter_pools_fully_and_strength_follows_scatter():
@@ -201,3 +222,26 @@ def test_no_excess_scatter_pools_fully_and_strength_follows_scatter():
     assert 0 < s2 < 20
     post = shrunk_rates(succ2, trials, m, np.array(s2))
     assert np.all(np.abs(post - succ2 / trials) <= np.abs(m - succ2 / trials))
+
+
+def test_pooling_applies_to_tables_built_from_a_configuration():
+    """The way users meet it: a frame of records with race and sex codes, an
+    ``[[intersections]]`` entry and ``[pooling]``; the tables come from the configuration
+    (groups coded "2:1"). Before issue 38 the parents were split out of " x " names, so
+    these tables pooled nothing, silently."""
+    from monitor.bench.synthetic import synthetic_window
+    from monitor.core.tables import tables_from_frame
+
+    cfg = config_from_mapping({
+        "intersections": [{"attributes": ["race", "sex"]}],
+        "pooling": {"enabled": True, "prior_strength": 100},
+        "models": [{"id": "model-00"}],
+    })  # fmt: skip
+    tables = tables_from_frame(synthetic_window(4000, models=1, seed=2), cfg)
+    options = engine_options(cfg, threads=1)
+    assert set(pooling_specs(tables, options)) == {"race_x_sex"}
+    cells = run_axis1(tables, options, seed=5)
+    pooled = {(c.metric, c.attribute) for c in cells if c.pooled is not None}
+    assert pooled == {(m, "race_x_sex") for m in ("DI", "SPD", "EOPP", "EOD", "PP")}
+    assert all(c.pooled.strength == 100.0 for c in cells if c.attribute == "race_x_sex"
+               and c.metric in ("DI", "SPD"))  # fmt: skip

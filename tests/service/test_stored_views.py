@@ -20,12 +20,11 @@ from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from consumers.base import Origin
 from monitor.config import config_from_mapping
-from monitor.core.events import CellEvent
 from monitor.core.jsonable import to_json
 from monitor.publish.axes import published_axis
-from monitor.publish.events import event_row
+from monitor.publish.cells import published_windows
 from monitor.service.app import MonitorService
-from monitor.service.stored_views import axis_row, stored_event_row, window_row
+from monitor.service.stored_views import axis_row, window_row
 from monitor.store import queries
 from monitor.store.codec import axis_payload, encode_evaluation
 from tests.support.complements import (
@@ -114,17 +113,19 @@ def test_equilense_groups_defeat_complements_and_the_dpd_identity(service):
     }
 
 
-def test_a_window_row_is_its_columns_then_its_stored_result():
+@pytest.mark.parametrize("window_n", [8, 11, 5003])
+def test_a_window_row_is_its_columns_then_its_published_result(window_n):
     """The windows route's row: the stored row's columns, then the result's stored form
-    (whose evaluation and evaluation time are the ones shown), as before the store decoded
-    it."""
-    cell = make_cell("m", "DI", "race")
+    (whose evaluation and evaluation time are the ones shown), under the small-cell rule
+    as published_windows applies it to that JSON row."""
+    cell = make_cell("m", "DI", "race", window_n=window_n)
     row = queries.WindowRow(1, "2026-11-02 00:00:00+00:00", 400, 7, cell)
     stored = json.loads(encode_evaluation(cell))
-    want = {"evaluation": 1, "evaluated_at": "2026-11-02 00:00:00+00:00",
-            "window_end_count": 400, "seed": 7, **stored}  # fmt: skip
+    (want,) = published_windows([{"evaluation": 1, "evaluated_at": "2026-11-02 00:00:00+00:00",
+                                  "window_end_count": 400, "seed": 7, **stored}])  # fmt: skip
     got = window_row(row)
     assert list(got) == list(want) and to_json(got) == to_json(want)
+    assert (got["seed"], got["value"] == "<11") == (7, window_n < 11)
 
 
 def test_an_axis_row_withholds_a_small_cohorts_payload():
@@ -138,11 +139,3 @@ def test_an_axis_row_withholds_a_small_cohorts_payload():
     # a withheld result is not decoded: one the codec cannot read does not fail the row
     unreadable = queries.AxisRow("axis3", "m", "t", 5, '{"kappa": {"DI": 0.5}}')
     assert axis_row(unreadable)["payload"] is None
-
-
-def test_an_event_row_is_the_stored_events_fields():
-    event = CellEvent("verdict_flip", "m", "DI", "race", "pass", "fail", True, "pass_to_fail",
-                      4, {"vfr": 0.2}, {})  # fmt: skip
-    row = stored_event_row(queries.StoredEvent(3, "2026-11-02 00:00:00+00:00", None, event))
-    assert row == event_row(event, id=3, created_at="2026-11-02 00:00:00+00:00",
-                            decision_config=None)  # fmt: skip

@@ -8,12 +8,14 @@ radix): what a user would get by adding a ``race_x_sex`` column to the data.
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from monitor.config import ConfigError, config_from_mapping
+from monitor.config.engine import engine_options
 from monitor.core.counts import CountTable
 from monitor.core.outcome_split import run_split, split_tables_from_frame
 from monitor.core.tables import tables_from_frame
@@ -105,8 +107,8 @@ def test_streamed_intersection_cells_equal_the_offline_engine_and_survive_a_rest
     records = ref.window_records("model-00", end_count=end, last_n=CFG.window.size)
     # DI and SPD stratify by group only (issue 23): the split engine is the offline one
     offline = run_split(
-        *split_tables_from_frame(records.assign(model_id="model-00"), CFG), CFG,
-        int(rows["seed"].iloc[0]),
+        *split_tables_from_frame(records.assign(model_id="model-00"), CFG),
+        engine_options(CFG, threads=1), int(rows["seed"].iloc[0]),
     )  # fmt: skip
     got = {(r["metric"], r["attribute"]): r for r in rows["result"]}
     assert len(offline) == len(got) == 7 * 6
@@ -132,3 +134,51 @@ def test_codes_whose_joins_collide_are_refused():
              {"name": "b", "groups": {"3": "p", "2:3": "q"}}]  # fmt: skip
     with pytest.raises(ConfigError, match=r"intersections\.0\.attributes.*share a code"):
         config_from_mapping({"attributes": attrs, "intersections": [{"attributes": ["a", "b"]}]})
+
+
+def test_configured_pooling_reaches_the_streamed_intersection_cells(tmp_path):
+    """Issue 38's defect as a user meets it: ``[pooling]`` on a configured ``race_x_sex``.
+    The groups are coded "2:1", and pooling once recovered a group's parents by splitting
+    its name on " x ", while the stream never passed the pooling options at all: no
+    streamed cell carried a pooled estimate. Now every poolable race_x_sex cell does, and
+    it is the offline engine's (same options, same seed); attribute cells do not pool."""
+    cfg = config_from_mapping(
+        {
+            "window": {"size": 1500, "hop_records": 500, "hop_seconds": 0},
+            "axis1": {"K": 120},
+            "models": [{"id": "model-00"}],
+            "intersections": [{"attributes": ["race", "sex"]}],
+            "pooling": {"enabled": True, "prior_strength": 100},
+        }
+    )
+    store = Store(tmp_path / "pooled.duckdb", cfg)
+    feed(Pipeline(cfg, store), scored_payloads(n=1500, models=1))
+    wr = stored_results(store)
+    last = wr[wr["evaluation"] == wr["evaluation"].max()]
+    got = {(r["metric"], r["attribute"]): r for r in last["result"]}
+    pooled = {k for k, r in got.items() if r.get("pooled_value") is not None
+              and not math.isnan(float(r["pooled_value"]))}  # fmt: skip
+    assert pooled == {(m, "race_x_sex") for m in ("DI", "SPD", "EOPP", "EOD", "PP")}
+    end = int(last["window_end_count"].iloc[0])
+    records = store.window_records("model-00", end_count=end, last_n=cfg.window.size)
+    offline = run_split(
+        *split_tables_from_frame(records.assign(model_id="model-00"), cfg),
+        engine_options(cfg, threads=1), int(last["seed"].iloc[0]),
+    )  # fmt: skip
+    for c in offline:
+        if (c.metric, c.attribute) in pooled:
+            stored = got[(c.metric, c.attribute)]
+            assert stored["pooled_value"] == c.pooled.value
+            assert stored["pooled_vfr"] == c.pooled.vfr
+            assert stored["pooled_strength"] == 100.0 == c.pooled.strength
+
+
+def test_pooling_without_an_intersection_to_pool_is_refused():
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping({"pooling": {"enabled": True}})
+    assert "pooling.enabled" in str(err.value) and "[[intersections]]" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(
+            {"intersections": INTER[:1], "pooling": {"enabled": True, "attributes": ["race"]}}
+        )
+    assert "pooling.attributes" in str(err.value) and "race_x_sex" in str(err.value)

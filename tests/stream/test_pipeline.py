@@ -17,6 +17,7 @@ from consumers.base import (
 )
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
+from monitor.config.engine import engine_options
 from monitor.core.outcome_split import run_split, split_tables_from_frame
 from monitor.store import Store, queries
 from monitor.stream.pipeline import (
@@ -33,6 +34,8 @@ CFG = config_from_mapping(
         "models": [{"id": "model-00"}, {"id": "model-01"}, {"id": "model-02"}],
     }
 )
+#: the engine the stream runs: the configured one, one model at a time
+ENGINE = engine_options(CFG, threads=1)
 
 
 def test_every_evaluation_equals_the_offline_engine(tmp_path):
@@ -47,7 +50,8 @@ def test_every_evaluation_equals_the_offline_engine(tmp_path):
         )
         # label-free cells on every prediction (label collapsed), label-based ones on the
         # records with an outcome (issue 23): here every record came joined
-        offline = run_split(*split_tables_from_frame(records, CFG), CFG, int(rows["seed"].iloc[0]))
+        seed = int(rows["seed"].iloc[0])
+        offline = run_split(*split_tables_from_frame(records, CFG), ENGINE, seed)
         got = {(r["metric"], r["attribute"]): r for r in rows["result"]}
         assert len(offline) == len(got) == 28
         for c in offline:
@@ -256,9 +260,9 @@ def test_stacked_worker_evaluations_equal_one_model_at_a_time():
     # model 0 twice (two stream positions), so the worker needs a second round
     jobs = [((mine(free, m), mine(tables, m)), 100 + i) for i, m in enumerate(models)]
     jobs.append((jobs[0][0], 999))
-    got = _axis1_many(pickle.dumps(CFG), jobs)
+    got = _axis1_many(pickle.dumps(ENGINE), jobs)
     for (tab, seed), (results, _) in zip(jobs, got, strict=True):
-        alone = run_split(*tab, CFG, seed, threads=1)
+        alone = run_split(*tab, ENGINE, seed)
         assert [r.to_dict() for r in results] == [r.to_dict() for r in alone]
 
 
@@ -365,7 +369,8 @@ def test_with_outcomes_later_every_evaluation_equals_the_offline_engine(tmp_path
         )
         known = int((records["label"] >= 0).sum())
         assert 0 < known < len(records)  # some outcomes had not come at the hop point
-        offline = run_split(*split_tables_from_frame(records, CFG), CFG, int(rows["seed"].iloc[0]))
+        seed = int(rows["seed"].iloc[0])
+        offline = run_split(*split_tables_from_frame(records, CFG), ENGINE, seed)
         got = {(r["metric"], r["attribute"]): r for r in rows["result"]}
         for c in offline:
             stored = got[(c.metric, c.attribute)]

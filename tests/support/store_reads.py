@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from monitor.service.stored_views import stored_event_row
+from monitor.publish.events import event_row
 from monitor.store import Store, queries
 
 
@@ -30,4 +30,8 @@ def window_results(store: Store, model_id: str | None = None) -> pd.DataFrame:
 
 def events_frame(store: Store, limit: int = 10_000) -> pd.DataFrame:
     """The latest events as rows of their stored fields, newest first."""
-    return pd.DataFrame([stored_event_row(e) for e in queries.events_since(store.cursor(), limit)])
+    events = queries.events_since(store.cursor(), limit)
+    return pd.DataFrame([
+        event_row(e.event, id=e.id, created_at=e.created_at, decision_config=e.decision_config)
+        for e in events
+    ])  # fmt: skip

@@ -1,12 +1,14 @@
-"""A batch's outcomes, from its checked rows to its models' windows.
+"""A batch's outcomes, from its checked rows to its models' windows: the window layer of the
+join (the rules are :mod:`monitor.stream.join_rules`, the store layer
+:mod:`monitor.stream.join_store`).
 
 :func:`join_outcomes` runs inside the batch's transaction, after its records are stored:
 it numbers the batch's new predictions by model (their stream positions), joins the
-batch's outcome messages and the held ones (:func:`monitor.stream.outcome_join.join_batch`)
+batch's outcome messages and the held ones (:func:`monitor.stream.join_store.join_batch`)
 and writes the outcomes' dead letters. What comes back, per model, are the joins with the
 stream position each counts from; a :class:`JoinCursor` then applies them to the model's
 window between its hop points, where an uninterrupted run would have (the label-position
-rule of :mod:`monitor.stream.join`).
+rule of :mod:`monitor.stream.join_rules`).
 
 The usual batch, scored discharges and no outcome held, costs one count here: only the
 models' event-time clocks move (:func:`advance_clocks`).
@@ -25,7 +27,7 @@ from consumers.base import Origin
 from monitor.config import MonitorConfig
 from monitor.store import Store, queries
 from monitor.stream.intake import CheckedBatch
-from monitor.stream.outcome_join import Joins, NewPrediction, join_batch
+from monitor.stream.join_store import Joins, NewPrediction, join_batch
 from monitor.stream.window import ModelWindow, RecordBatch
 
 _NO_OUTCOMES = pd.DataFrame(
@@ -38,7 +40,8 @@ _NO_OUTCOMES = pd.DataFrame(
 @dataclass
 class BatchJoins:
     """What joining a batch's outcomes did: per model, its joins for the window; the dead
-    letters written, by reason; the outcome messages, by case (monitor.stream.join.JoinCase)."""
+    letters written, by reason; the outcome messages, by case
+    (monitor.stream.join_rules.JoinCase)."""
 
     joins: dict[str, Joins] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)

@@ -12,7 +12,7 @@ import pytest
 from consumers.base import Origin
 from monitor.config import config_from_mapping
 from monitor.store import Store, queries
-from monitor.stream.join import (
+from monitor.stream.join_rules import (
     NS_PER_DAY,
     HeldOutcome,
     HeldOutcomes,

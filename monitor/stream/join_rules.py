@@ -1,4 +1,6 @@
-"""The join of outcomes to predictions (issue 23), as pure rules without I/O.
+"""The join of outcomes to predictions (predictions now, outcomes later), as pure rules
+without I/O: the domain layer of the join (the store layer is :mod:`monitor.stream.join_store`,
+the window layer :mod:`monitor.stream.join_windows`).
 
 Two kinds of message share the topic, keyed by model id (so a model's outcomes reach
 the consumer-group member holding its predictions): a *prediction* (``"kind":

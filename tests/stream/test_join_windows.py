@@ -1,6 +1,6 @@
 """A batch's outcomes on their way to the windows: the cursor's slicing and the clocks.
 
-Each join rule, through a real store, is tests/stream/test_join.py's; the whole path
+Each join rule, through a real store, is tests/stream/test_join_rules.py's; the whole path
 (outcomes later, batching and restarts change nothing) tests/stream/test_pipeline.py's.
 """
 
@@ -12,8 +12,8 @@ import pyarrow as pa
 
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
+from monitor.stream.join_windows import JoinCursor, advance_clocks
 from monitor.stream.window import ModelWindow, RecordBatch
-from monitor.stream.window_joins import JoinCursor, advance_clocks
 
 CFG = config_from_mapping(
     {"window": {"size": 500, "hop_records": 100, "hop_seconds": 0},

@@ -1,5 +1,6 @@
-"""The join of a batch's outcomes, wired: the rules of :mod:`monitor.stream.join` applied to
-what the store holds, inside the batch's transaction (issue 23).
+"""The join of a batch's outcomes, wired: the store layer of the join, the rules of
+:mod:`monitor.stream.join_rules` applied to what the store holds, inside the batch's
+transaction (predictions now, outcomes later).
 
 A batch's messages are taken in their order (the order of the topic partition that holds
 their model): a new prediction may claim an outcome held for it, an outcome joins the
@@ -20,7 +21,7 @@ import pandas as pd
 from consumers.base import Origin
 from monitor.config import MonitorConfig
 from monitor.store import DeadLetter, Store, queries
-from monitor.stream.join import (
+from monitor.stream.join_rules import (
     NS_PER_DAY,
     HeldOutcome,
     JoinCase,
