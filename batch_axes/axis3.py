@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupKFold
 
 from batch_axes.cohort_counts import NO_HOSPITAL, CohortCounts, group_kfold_from_sizes
 from monitor.config import MIN_GROUP_SUPPORT, AttributeConfig, MetricRule
@@ -273,6 +272,10 @@ def hospital_folds(
     if H < 2:
         return not_applicable("only one hospital: cross-hospital agreement needs at least two")
     k = min(n_folds, H)
+
+    # imported here: scikit-learn takes about a second to import, and the report and the
+    # service read Axis 3's types from this module without ever assigning folds
+    from sklearn.model_selection import GroupKFold
 
     stand_in = np.repeat(np.arange(H, dtype=np.int64), per_hospital)
     fold_of_hospital = np.full(H, -1, np.int64)

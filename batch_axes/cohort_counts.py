@@ -335,8 +335,9 @@ class CohortCounts:
         return sums[0], _words_to_float(sums[1], sums[2])
 
     def merged_labels(self) -> CohortCounts:
-        """A copy with every record at label 0 (issue 23): the counts of the label-free
-        metrics on a cohort of predictions, exact (counts summed, score sums unchanged)."""
+        """A copy with every record at label 0 (predictions now, outcomes later): the counts of the
+        label-free metrics on a cohort of predictions, exact (counts summed, score sums
+        unchanged)."""
         out = self.copy()
         for k, c in out.counts.items():
             merged = np.zeros_like(c)

@@ -55,7 +55,6 @@ from functools import partial
 from typing import Any, Literal
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 Pairs = tuple[np.ndarray, np.ndarray]
 """Matched pairs as two index arrays ``(i, j)`` with ``i < j``, sorted lexicographically."""
@@ -230,6 +229,10 @@ def _kdtree_candidates(Uv: np.ndarray, threshold: float, workers: int) -> Pairs:
     than one large tree, and SciPy releases the GIL during both queries, so
     the slabs also run in parallel threads.
     """
+    # imported here: scipy.spatial takes a quarter of a second to import, and the report
+    # and the service read MPPD's types from this module without matching anyone
+    from scipy.spatial import cKDTree
+
     radius = _candidate_radius(threshold)
     centred = Uv - Uv.mean(axis=0)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)

@@ -1,4 +1,5 @@
-"""MPPD on a seeded stratified sample, with its sampling error (issue 25, target 2).
+"""MPPD on a seeded stratified sample, with its sampling error (target 2 s: docs/decisions.md,
+"EquiLense at fleet scale").
 
 Why a sample: matched pairs grow with the square of the cohort wherever records sit
 close together (clinical features of small integers do: the demo's 24,000-record

@@ -85,8 +85,8 @@ def run_axis2_counts(
 ) -> list[Axis2Cell]:
     """Axis 2 of a cohort kept as counts (monitor.service.cohort_book): ``counts`` holds
     the records with an outcome; ``free``, while some predictions wait for theirs, every
-    record at label 0 (issue 23: label-free metrics on it, label-based on ``counts``; the
-    same cells as :func:`run_axis2_split` on the cohort's records)."""
+    record at label 0 (predictions now, outcomes later: label-free metrics on it, label-based on
+    ``counts``; the same cells as :func:`run_axis2_split` on the cohort's records)."""
     days = {model_id: span_days}
     joined = {(model_id, k): t for k, t in counts.tables.items()}
     if free is None:
@@ -108,8 +108,8 @@ def cohort_days(records: pd.DataFrame) -> dict[str, float | None]:
 def run_axis2_split(
     records: pd.DataFrame, config: MonitorConfig, days: Mapping[str, float | None] | None = None
 ) -> list[Axis2Cell]:
-    """Axis 2 of a cohort of predictions (issue 23): label-free metrics on every record,
-    label-based ones on the records whose outcome has arrived (label -1: not yet). A
+    """Axis 2 of a cohort of predictions (predictions now, outcomes later): label-free metrics on
+    every record, label-based ones on the records whose outcome has arrived (label -1: not yet). A
     cohort whose every outcome is in is one run, as before predictions came alone (a
     joint subsample of every cell gives each metric the same draw either way)."""
     if (records["label"].to_numpy(np.int64) >= 0).all():
@@ -122,8 +122,8 @@ def run_axis2_split(
 
 
 def run_axis3_split(model_id: str, records: pd.DataFrame, config: MonitorConfig) -> Axis3Result:
-    """Axis 3 of a cohort of predictions (issue 23): the label-free metrics' agreement on
-    every record (label taken as 0, unused by them), the label-based metrics' on the
+    """Axis 3 of a cohort of predictions (predictions now, outcomes later): the label-free metrics'
+    agreement on every record (label taken as 0, unused by them), the label-based metrics' on the
     records with an outcome; the result's cohort figures are those of every record."""
     known = records["label"].to_numpy(np.int64) >= 0
     if known.all():

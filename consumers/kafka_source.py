@@ -10,7 +10,7 @@ retries after a backoff, so delivery is at-least-once and the pipeline's
 deduplication makes the effect exactly-once.
 
 Every payload is handed on as it is, whatever its size or shape: the size limit
-is the pipeline's (``[service] max_payload_bytes``, one setting for every source),
+is the pipeline's (``[service.intake] max_payload_bytes``, one setting for every source),
 which dead-letters an oversized payload with the reason ``oversized``.
 
 kafka-python is imported lazily, so the embedded-only path does not need it,

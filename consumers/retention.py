@@ -85,11 +85,11 @@ def retention_problems(
             short.append(
                 f"topic {r.topic!r} keeps records for {r.retention_ms / DAY_MS:g} days "
                 f"(retention.ms={r.retention_ms}): shorter than the {horizon_days:g}-day horizon "
-                "the service rebuilds windows and audit cohorts from (service.cohort_days, or "
+                "the service rebuilds windows and audit cohorts from (service.axes.cohort_days, or "
                 "window.days for a time window). Raise the topic's retention.ms to at least "
                 f"{need_ms} (kafka-configs.sh --alter --entity-type topics --entity-name "
-                f"{r.topic} --add-config retention.ms={need_ms}), or lower service.cohort_days, "
-                'or set kafka.retention_check = "warn"'
+                f"{r.topic} --add-config retention.ms={need_ms}), or lower "
+                'service.axes.cohort_days, or set kafka.retention_check = "warn"'
             )
         if r.retention_bytes >= 0:
             capped.append(

@@ -69,8 +69,8 @@ class DemoOptions:
     #: seconds between terminal refreshes
     refresh_s: float = 1.0
     live: bool | None = None  # None: redraw in place only when stdout is a terminal
-    #: issue 23: "none" (scored discharges), "joined" (scored at admission, sent at
-    #: discharge with the outcome) or "delayed" (prediction at admission, outcome at
+    #: predictions now, outcomes later: "none" (scored discharges), "joined" (scored at admission,
+    #: sent at discharge with the outcome) or "delayed" (prediction at admission, outcome at
     #: discharge); monitor.data.outcomes
     outcomes: str = "none"
     #: with delayed outcomes: a share of one group's outcomes missing or late
@@ -101,9 +101,9 @@ def demo_config(
         data["attributes"] = attributes
     known = {m["id"] for m in data["models"]}
     data["models"] = [*data["models"], *({"id": m} for m in models if m not in known)]
-    data["service"] = {
-        **data["service"],
-        "event_time_bounds": "none",
+    svc = data["service"]
+    svc["intake"]["event_time_bounds"] = "none"
+    svc["axes"] |= {
         "axis2_interval_s": opts.axes_interval_s,
         "axis3_interval_s": opts.axes_interval_s,
         # EquiLense matches pairs over the whole cohort: seconds, not tenths.
@@ -112,9 +112,8 @@ def demo_config(
     }
     if oldest_event_time is not None:
         age_days = (pd.Timestamp.now(tz="UTC") - oldest_event_time).total_seconds() / 86_400
-        data["service"]["retention_discharge_days"] = max(
-            data["service"]["retention_discharge_days"], math.ceil(age_days) + 30
-        )
+        kept = svc["retention"]
+        kept["discharge_days"] = max(kept["discharge_days"], math.ceil(age_days) + 30)
     data["equilense"] = {**data["equilense"], "features": list(features)}
     return MonitorConfig.model_validate(data)
 
@@ -308,7 +307,7 @@ def _outcome_lines(
 ) -> list[str]:
     """With ``--outcomes``: how the feed was sent, when the planted DI flip was confirmed
     (in stream time: the time of the window's last message), and what the label-based
-    cells rest on (issue 23)."""
+    cells rest on (predictions now, outcomes later)."""
     from monitor.core.coverage import needs_outcome
 
     if opts.outcomes == "none":

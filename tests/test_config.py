@@ -83,6 +83,12 @@ groups = { F = "Female", M = "Male" }
         ({"window": {"kind": "sliding"}}, "window.kind", "'count' or 'time'"),
         # spliced into a SET statement: only a size passes
         (
+            {"service": {"store": {"checkpoint_wal": "1GB'; DROP TABLE x; --"}}},
+            "service.store.checkpoint_wal",
+            "pattern",
+        ),
+        # the same under the key's old flat spelling: named as it was written
+        (
             {"service": {"duckdb_checkpoint_wal": "1GB'; DROP TABLE x; --"}},
             "service.duckdb_checkpoint_wal",
             "pattern",
@@ -133,7 +139,7 @@ def test_the_store_applies_the_duckdb_settings(tmp_path):
     from monitor.store import Store
 
     cfg = config_from_mapping(
-        {"service": {"duckdb_memory_limit": "300MB", "duckdb_checkpoint_wal": "64MB"}}
+        {"service": {"store": {"memory_limit": "300MB", "checkpoint_wal": "64MB"}}}
     )
     store = Store(tmp_path / "s.duckdb", cfg)
     got = store.cursor().execute(

@@ -136,9 +136,17 @@ def test_the_configuration_reference_has_every_field_with_its_note() -> None:
             continue
         heading = f"`[[{name}]]`" if name in hook.ARRAYS else f"`[{name}]`"
         (section,) = [s for s in sections if s.startswith(heading)]
-        for sub in model.model_fields:
+        for sub, subfield in model.model_fields.items():
             assert f"| `{sub}` |" in section, f"{heading} lacks {sub}"
+            inner = hook._model_of(subfield.annotation)
+            if inner is not None and name not in hook.ARRAYS:  # [service.http] and the like
+                (table,) = [s for s in sections if s.startswith(f"`[{name}.{sub}]`")]
+                for leaf in inner.model_fields:
+                    assert f"| `{leaf}` |" in table, f"[{name}.{sub}] lacks {leaf}"
         assert issubclass(model, BaseModel)
+    # the old flat keys of [service], each with the key to write instead
+    assert hook.MOVED_MARKER not in page
+    assert "| `http_host` | `[service.http] host` |" in page
     # the notes written above fields in the code (the `#:` comments) are carried over
     assert "DuckDB's memory ceiling" in page
     assert "Environment: `VFR_KAFKA_BOOTSTRAP`." in page

@@ -1,11 +1,14 @@
 """MkDocs hook: the configuration reference, generated from the configuration model.
 
 A page that holds the marker ``<!-- config-reference -->`` gets, in its place, one table
-per TOML section of ``monitor.config.MonitorConfig``: every field with its type and
-limits, its default and the ``#:`` comment written above it in the code. Why generated:
-the model is the one place the fields, defaults and limits are defined, and a table
-copied from it would drift as fields are added (a hand-kept table of defaults is
-checked by ``tests/test_method_doc.py`` for the same reason).
+per TOML section of ``monitor.config.MonitorConfig`` (and per section of a section, such as
+``[service.http]``): every field with its type and limits, its default and the ``#:``
+comment written above it in the code. Why generated: the model is the one place the
+fields, defaults and limits are defined, and a table copied from it would drift as fields
+are added (a hand-kept table of defaults is checked by ``tests/test_method_doc.py`` for
+the same reason). The marker
+``<!-- service-moved-keys -->`` gets the table of ``[service]``'s old flat keys and their
+new spelling, from the same map the configuration reads them with.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 from pydantic import BaseModel
 
 MARKER = "<!-- config-reference -->"
+#: where the table of ``[service]``'s old flat keys goes (they still load, with a message)
+MOVED_MARKER = "<!-- service-moved-keys -->"
 
 #: sections written as arrays of tables (``[[name]]``): their entry model is documented
 ARRAYS = ("attributes", "metrics", "models", "intersections")
@@ -134,6 +139,20 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _doc(model: type[BaseModel]) -> str:
+    """The first paragraph of a model's docstring, on one line."""
+    return inspect.cleandoc(model.__doc__ or "").split("\n\n")[0].replace("\n", " ")
+
+
+def moved_keys() -> str:
+    """The old flat keys of ``[service]`` and how each is written now (they still load)."""
+    from monitor.config.service import MOVED_KEYS, new_spelling
+
+    rows = ["| old key in `[service]` | write instead |", "|---|---|"]
+    rows += [f"| `{old}` | `{new_spelling(old)}` |" for old in MOVED_KEYS]
+    return "\n".join(rows)
+
+
 def reference() -> str:
     """Every section of MonitorConfig, in the model's order."""
     from monitor.config import MonitorConfig
@@ -147,9 +166,15 @@ def reference() -> str:
             scalars.append(name)
             continue
         heading = f"[[{name}]]" if name in ARRAYS else f"[{name}]"
-        doc = inspect.cleandoc(model.__doc__ or "").split("\n\n")[0].replace("\n", " ")
         env = KAFKA_ENV_VARS if name == "kafka" else None
-        out.append(f"### `{heading}`\n\n{doc}\n\n{section_table(model, env)}\n")
+        out.append(f"### `{heading}`\n\n{_doc(model)}\n\n{section_table(model, env)}\n")
+        # a section's own sections ([service.http] ...), each a table of its own
+        for sub, subfield in model.model_fields.items():
+            inner = _model_of(subfield.annotation)
+            if inner is not None and name not in ARRAYS:
+                out.append(
+                    f"### `[{name}.{sub}]`\n\n{_doc(inner)}\n\n{section_table(inner)}\n"
+                )
     if scalars:
         comments = field_comments(MonitorConfig)
         rows = ["| field | type | default | what |", "|---|---|---|---|"]
@@ -167,6 +192,8 @@ def reference() -> str:
 
 
 def on_page_markdown(markdown: str, **_: object) -> str:
+    if MOVED_MARKER in markdown:
+        markdown = markdown.replace(MOVED_MARKER, moved_keys())
     if MARKER not in markdown:
         return markdown
     return markdown.replace(MARKER, reference())

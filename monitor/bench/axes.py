@@ -143,7 +143,7 @@ def _reread_run(store: Store, models: list[str], cfg: MonitorConfig) -> tuple[fl
         for m in models:
             t0 = time.perf_counter()
             frame = queries.window_records(
-                c, store.attributes, m, days=cfg.service.cohort_days, with_details=True
+                c, store.attributes, m, days=cfg.service.axes.cohort_days, with_details=True
             ).assign(model_id=m)
             t1 = time.perf_counter()
             run_axis2(tables_from_frame(frame, cfg), cfg)
@@ -182,7 +182,7 @@ def _same_results(store: Store, views: dict[str, CohortView], cfg: MonitorConfig
     try:
         for m, v in views.items():
             frame = queries.window_records(
-                c, store.attributes, m, days=cfg.service.cohort_days, with_details=True
+                c, store.attributes, m, days=cfg.service.axes.cohort_days, with_details=True
             ).assign(model_id=m)
             tables = tables_from_frame(frame, cfg)
             if len(frame) != v.n or any(tables[(m, k)] != t for k, t in v.counts.tables.items()):
@@ -217,7 +217,7 @@ def run_axes_store_bench(
     ``repeats``. Both paths are checked to give the same Axis 3 and the same Axis 2 tables.
     """
     cfg = config or MonitorConfig()
-    days = float(cfg.service.cohort_days)
+    days = float(cfg.service.axes.cohort_days)
     per_day = max(1, round(records_per_model / days))
     names = [f"model-{m:02d}" for m in range(models)]
     small, small_n = "model-small", max(1, records_per_model // 8)

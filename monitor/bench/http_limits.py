@@ -8,8 +8,9 @@ API in this process on a loopback port, then
 2. trickles a request header one byte a second and reports when the server hangs up
    (bounded: it gives up after ``--trickle-max`` seconds).
 
-``--attack`` measures one of issue 22's findings instead, as the medians (and the share of
-200 answers) of /healthz, /readyz and /metrics asked every 0.2 s while it runs:
+``--attack`` measures one of the HTTP attacks of docs/decisions.md, "HTTP under load" instead, as
+the medians (and the share of 200 answers) of /healthz, /readyz and /metrics asked every 0.2 s while
+it runs:
 
 * ``bodies``: ``--clients`` connections (default 63, one below the connection limit)
   each send ``GET /healthz`` with ``Content-Length: 100000000`` and then one body byte
@@ -22,8 +23,9 @@ API in this process on a loopback port, then
   ``GET /`` took.
 
 Traffic goes to 127.0.0.1/8 only, every loop is bounded in count and time. It runs against
-whatever ``monitor.service.api.serve`` is importable, so the same script measures an older
-checkout for a before/after comparison (``PYTHONPATH=<old checkout> python
+whatever ``serve`` the importable checkout has (``monitor.service.http_server``, or
+``monitor.service.api`` before the server was split by job), so the same script measures
+an older checkout for a before/after comparison (``PYTHONPATH=<old checkout> python
 <this file> --attack bodies``).
 """
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import base64
 import http.client
+import importlib
 import inspect
 import json
 import socket
@@ -44,8 +47,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from monitor.service.api import serve
 from monitor.service.exporter import Exporter
+
+try:
+    from monitor.service.http_server import serve
+except ImportError:  # a checkout from before the split (a before/after comparison)
+    serve = importlib.import_module("monitor.service.api").serve
 
 if TYPE_CHECKING:
     from monitor.service.app import MonitorService
@@ -333,9 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     kwargs: dict[str, Any] = {}
     if "limits" in inspect.signature(serve).parameters:
-        from monitor.service.api import HttpLimits
-
-        kwargs["limits"] = HttpLimits(header_timeout_s=args.header_timeout)
+        # the limits' class beside serve, in this checkout's module of it
+        limits_type = vars(inspect.getmodule(serve))["HttpLimits"]
+        kwargs["limits"] = limits_type(header_timeout_s=args.header_timeout)
     server = serve(Exporter("bench"), _View(), port=0, **kwargs)
     try:
         threads = half_open(server.port, args.half_open, args.header_timeout + 2)

@@ -1,4 +1,4 @@
-"""`vfr-monitor bench outcomes`: what predictions-now, outcomes-later gains (issue 23).
+"""`vfr-monitor bench outcomes`: what predictions-now, outcomes-later gains.
 
 The demo year is run headless (``--rate 0``) in two modes on the same scored stream,
 scored at admission in both:

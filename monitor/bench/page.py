@@ -1,5 +1,6 @@
 """`vfr-monitor bench page`: the status page's first byte under parallel readers while the
-stream runs, and the full report's render time, on the demo's data (issue 25, target 3).
+stream runs, and the full report's render time, on the demo's data (target 3 s: docs/decisions.md,
+"The page in under a second").
 
 What runs is the service, as ``vfr-monitor demo`` runs it: the demo's synthetic stream
 (two XGBoost models scoring a year of discharges), the embedded source replaying it at
@@ -20,7 +21,7 @@ emptied before each (cold: every figure drawn), and ``repeats`` times more with 
 
 Before/after: the module uses only the service's own entry points (``MonitorService``,
 ``run_until_stopped``, ``render_report``), so loaded by path it times an older checkout's
-``monitor`` too (the issue 25 closing note has the commands); ``--before before.json``
+``monitor`` too (docs/benchmarks.md has the commands); ``--before before.json``
 adds that run and the ratios (before / after) to the output. Traffic goes to 127.0.0.1
 only; every loop is bounded in count and time.
 """

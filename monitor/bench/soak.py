@@ -107,11 +107,11 @@ def soak_config(db: str) -> MonitorConfig:
             "window": {"size": 10_000, "hop_records": 1_000, "hop_seconds": 10},
             "service": {
                 # unregistered bench models; event times are the producer's wall clock
-                "unknown_models": "admit", "event_time_bounds": "wall-clock",
-                "cohort_days": SOAK_COHORT_S / 86_400,
-                "retention_discharge_days": SOAK_RETENTION_S / 86_400,
-                "db_path": db, "axis2_interval_s": 60, "axis3_interval_s": 60,
-                "equilense_interval_s": 3_600, "retention_interval_s": 15, "http_port": 0,
+                "intake": {"unknown_models": "admit", "event_time_bounds": "wall-clock"},
+                "axes": {"cohort_days": SOAK_COHORT_S / 86_400, "axis2_interval_s": 60,
+                         "axis3_interval_s": 60, "equilense_interval_s": 3_600},
+                "retention": {"discharge_days": SOAK_RETENTION_S / 86_400, "interval_s": 15},
+                "store": {"db_path": db}, "http": {"port": 0},
             },
             "outcomes": {"max_outcome_delay_days": SOAK_OUTCOME_DELAY_S / 86_400},
         }
@@ -174,7 +174,7 @@ def run_soak(
         svc.close()
         from monitor.store import Store
 
-        store = Store(cfg.service.db_path, cfg)
+        store = Store(cfg.service.store.db_path, cfg)
         # retention deletes records: what was accepted is each model's stream position
         # (model_state.records), which deletions do not lower; every produced id is unique
         c = store.cursor()
@@ -210,7 +210,7 @@ def run_soak(
         "rss_growth_outside_duckdb": (
             round((rss_end - duckdb_end_mb) / outside_start - 1, 4) if outside_start > 0 else None
         ),
-        "duckdb_memory_limit": cfg.service.duckdb_memory_limit,
+        "duckdb_memory_limit": cfg.service.store.memory_limit,
         "steady_from_s": round(steady, 1),
         "stored_at_end": stored,
         "lost": max(0, sent - accepted),

@@ -192,9 +192,7 @@ def with_bench_models(config: MonitorConfig, models: int) -> MonitorConfig:
     data = config.model_dump()
     known = {m["id"] for m in data["models"]}
     data["models"] += [{"id": model_name(m)} for m in range(models) if model_name(m) not in known]
-    data["service"] = {
-        **data["service"],
-        "event_time_bounds": "none",
-        "max_models": max(data["service"]["max_models"], len(data["models"])),
-    }
+    intake = data["service"]["intake"]
+    intake["event_time_bounds"] = "none"
+    intake["max_models"] = max(intake["max_models"], len(data["models"]))
     return MonitorConfig.model_validate(data)

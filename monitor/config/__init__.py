@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from monitor.config.errors import ConfigError, UserError, config_error
+from monitor.config.service import ServiceConfig, as_written
 from monitor.config.sources import (
     SECRET_FIELDS,
     EmbeddedConfig,
@@ -217,7 +218,7 @@ class WindowConfig(_Strict):
 
 
 class OutcomesConfig(_Strict):
-    """Predictions now, outcomes later (issue 23): how long an outcome may take, and how
+    """Predictions now, outcomes later: how long an outcome may take, and how
     long an outcome that came before its prediction is held. Both are event-time spans
     (the model's latest event time seen), so a replay joins and expires exactly as the
     live run did."""
@@ -360,7 +361,7 @@ class InterventionConfig(_Strict):
 
 class ModelEntry(_Strict):
     """A monitored model of the registry (``[[models]]``): only these ids get windows,
-    trackers and series unless ``[service] unknown_models = "admit"``."""
+    trackers and series unless ``[service.intake] unknown_models = "admit"``."""
 
     id: str
     name: str | None = None
@@ -376,84 +377,6 @@ class ModelEntry(_Strict):
                 "(it becomes a Prometheus label value), starting with a letter or digit"
             )
         return v
-
-
-class ServiceConfig(_Strict):
-    """The running service: its DuckDB file, HTTP address, cadences and retention."""
-
-    db_path: str = "vfr-monitor.duckdb"
-    #: DuckDB's memory ceiling (its default is 80 % of the machine's RAM)
-    duckdb_memory_limit: str = Field(
-        "1GB", pattern=r"^[0-9]+(\.[0-9]+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
-    )
-    #: WAL size at which DuckDB checkpoints (its default is 16MB). Checkpoints run inside
-    #: an ingest batch's commit; at 16MB one came every few batches and cost ~3.5 us a
-    #: record at the default cadence (64MB: ~1.5 us less; 128MB: ~2.2 us less). The price
-    #: of a larger one: data not yet checkpointed stays in DuckDB's memory (~1.5x the
-    #: WAL: +50 MB at 64MB), and up to this much WAL to replay after a crash (seconds).
-    duckdb_checkpoint_wal: str = Field(
-        "64MB", pattern=r"^[0-9]+(\.[0-9]+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
-    )
-    http_host: str = "127.0.0.1"
-    #: `vfr-monitor run` prints a progress line (messages/s, stored, dead letters, lag)
-    #: every this many seconds; 0: none (``run --progress-interval``)
-    progress_interval_s: float = Field(10.0, ge=0)
-    http_port: int = Field(9464, ge=0, le=65535)
-    #: Prometheus-style web-config file (TLS, basic-auth users); relative paths in it are
-    #: relative to it. Absent: plain HTTP without authentication (keep it on loopback).
-    web_config: Path | None = None
-    #: false: every /api route answers 404 (/metrics, /healthz and /readyz stay)
-    api_enabled: bool = True
-    #: open connections (or running requests) beyond which a data route answers 503;
-    #: /healthz and /readyz are not counted against it
-    http_max_connections: int = Field(64, ge=1, le=10_000)
-    #: idle seconds a kept-alive connection may wait for its next request
-    http_keep_alive_s: float = Field(5.0, ge=1, le=300)
-    #: a request (line and headers; a body is refused) must arrive within this many seconds
-    http_header_timeout_s: float = Field(10.0, gt=0, le=300)
-    #: audit cohort of the scheduled axes: each model's records of the last cohort_days
-    cohort_days: float = Field(90.0, gt=0)
-    axis2_interval_s: float = Field(3600.0, gt=0)
-    #: the slow axes (Axis 2, Axis 3, EquiLense) run for a model as soon as it has this many
-    #: records and no result of theirs yet, then on their cadence: without it a new model's
-    #: tiers read Pending until the next interval (an hour by default)
-    axes_first_run_records: int = Field(1_000, ge=1)
-    axis3_interval_s: float = Field(3600.0, gt=0)
-    equilense_interval_s: float = Field(3600.0, gt=0)
-    #: minimum time between two drift-triggered early runs of the slow axes
-    early_run_min_interval_s: float = Field(300.0, ge=0)
-    drift_delta: float = Field(0.002, gt=0, lt=1)
-    retention_discharge_days: float = Field(400.0, gt=0)
-    retention_result_days: float = Field(730.0, gt=0)
-    retention_interval_s: float = Field(86_400.0, gt=0)
-    max_payload_bytes: int = Field(65_536, ge=256)
-    #: compute the hop evaluations' Axis 1 bootstrap in a worker process beside ingestion
-    #: (results are written with the next batch); false: inside the batch's transaction
-    evaluation_worker: bool = True
-    #: a record of a model not in [[models]]: dead-lettered (unknown_model) or admitted
-    unknown_models: Literal["dead-letter", "admit"] = "dead-letter"
-    #: hard cap on monitored models (registered and admitted); beyond: too_many_models
-    max_models: int = Field(64, ge=1, le=10_000)
-    #: "wall-clock": event_time within [now - max_event_age_days, now + max_clock_skew_s];
-    #: "none": any time pandas and DuckDB can represent (replays of old data, replay clocks)
-    event_time_bounds: Literal["wall-clock", "none"] = "wall-clock"
-    max_event_age_days: float = Field(400.0, gt=0)
-    max_clock_skew_s: float = Field(300.0, ge=0)
-    #: keep raw payloads of dead letters (patient data); false: reason, position and a
-    #: keyed hash only
-    keep_rejected_payloads: bool = False
-    #: HMAC-SHA256 key of dead-letter payload hashes (hex, >= 32 hex digits); empty: the
-    #: environment variable VFR_PAYLOAD_HASH_KEY, else a random key kept in the DuckDB file
-    payload_hash_key: str = Field("", pattern=r"^([0-9a-fA-F]{32,128})?$")
-    #: SIGTERM/SIGINT: the data routes stop, the source closes, work in flight is written
-    #: and the process exits within this many seconds; past it every thread's stack goes
-    #: to the log and it exits with status 70 (docs/runbooks/shutdown-and-stalls.md).
-    #: Keep it below the orchestrator's own grace (Kubernetes: 30 s by default).
-    shutdown_grace_s: float = Field(20.0, gt=0, le=600)
-    #: liveness (/healthz answers 503): the ingest loop or the ticker has not turned for
-    #: this long, or nothing was stored for this long while records wait at a reachable
-    #: source (monitor.service.liveness)
-    stall_after_s: float = Field(120.0, ge=5)
 
 
 class AlertsConfig(_Strict):
@@ -477,7 +400,7 @@ class MonitorConfig(_Strict):
     axis1: Axis1Config = Field(default_factory=Axis1Config)
     pooling: PoolingConfig = Field(default_factory=PoolingConfig)
     decision: DecisionConfig = Field(default_factory=DecisionConfig)
-    #: the model registry: monitored model ids (see ServiceConfig.unknown_models)
+    #: the model registry: monitored model ids (see ``[service.intake] unknown_models``)
     models: list[ModelEntry] = Field(default_factory=list)
     window: WindowConfig = Field(default_factory=WindowConfig)
     outcomes: OutcomesConfig = Field(default_factory=OutcomesConfig)
@@ -512,14 +435,14 @@ class MonitorConfig(_Strict):
                     f"input.codes.{attr}: maps to codes not configured for {attr!r}: {bad}"
                 )
         horizon = self.horizon_days
-        if self.service.retention_discharge_days < horizon:
+        if self.service.retention.discharge_days < horizon:
             raise ValueError(
-                "service.retention_discharge_days: must cover the window and the audit cohort "
+                "service.retention.discharge_days: must cover the window and the audit cohort "
                 f"({horizon} days), or windows could not be rebuilt after a restart"
             )
-        if self.service.retention_discharge_days < self.outcomes.max_outcome_delay_days:
+        if self.service.retention.discharge_days < self.outcomes.max_outcome_delay_days:
             raise ValueError(
-                "service.retention_discharge_days: must cover outcomes.max_outcome_delay_days, "
+                "service.retention.discharge_days: must cover outcomes.max_outcome_delay_days, "
                 "or a prediction could be deleted while its outcome may still arrive"
             )
         unknown = sorted(set(self.interventions.intersection) - set(names))
@@ -609,9 +532,9 @@ class MonitorConfig(_Strict):
         ids = [m.id for m in self.models]
         if len(set(ids)) != len(ids):
             raise ValueError(f"models: model ids must be unique, got {ids}")
-        if len(ids) > self.service.max_models:
+        if len(ids) > self.service.intake.max_models:
             raise ValueError(
-                f"service.max_models: {self.service.max_models} is fewer than the "
+                f"service.intake.max_models: {self.service.intake.max_models} is fewer than the "
                 f"{len(ids)} registered models"
             )
         for model, by_attr in self.decision.per_group.items():
@@ -647,7 +570,7 @@ class MonitorConfig(_Strict):
         cohort of the scheduled axes, or a time window if longer (a count window has no
         time horizon of its own)."""
         window_days = self.window.days if self.window.kind == "time" else 0.0
-        return max(self.service.cohort_days, window_days)
+        return max(self.service.axes.cohort_days, window_days)
 
     def attribute(self, name: str) -> AttributeConfig:
         for a in self.attributes:
@@ -699,7 +622,8 @@ def config_from_mapping(
     try:
         return MonitorConfig(**data)
     except ValidationError as exc:
-        raise config_error(exc, data, "", SECRET_FIELDS, env_vars_set(env)) from None
+        error = config_error(exc, data, "", SECRET_FIELDS, env_vars_set(env))
+        raise as_written(error, data.get("service")) from None
 
 
 def load_config(

@@ -52,6 +52,7 @@ class ConfigError(UserError, ValueError):
 
     def __init__(self, field: str, message: str):
         self.field = field
+        self.message = message
         super().__init__(f"invalid configuration: field '{field}': {message}")
 
 

@@ -303,9 +303,9 @@ class CountTable:
         return out
 
     def merged_labels(self) -> CountTable:
-        """A copy with every record moved to label 0 (issue 23): the table of a label-free
-        metric, whose bootstrap then stratifies by group only (the label of a prediction
-        may be unknown). Exact: the words are summed, not the floats."""
+        """A copy with every record moved to label 0 (predictions now, outcomes later): the table of
+        a label-free metric, whose bootstrap then stratifies by group only (the label of a
+        prediction may be unknown). Exact: the words are summed, not the floats."""
         out = CountTable(self.groups, self.bins)
         for name in ("counts", "_hi", "_lo", "_sq_hi", "_sq_lo"):
             a = getattr(self, name)

@@ -1,4 +1,5 @@
-"""Which metrics need the label, and Axis 1 on the two windows that follow (issue 23).
+"""Which metrics need the label, and Axis 1 on the two windows that follow (predictions now,
+outcomes later).
 
 A window holds predictions; some have their outcome, some not yet. A metric that needs
 no label (DI, SPD: decisions per group) is computed on every prediction of the window,

@@ -1,4 +1,5 @@
-"""How thin a cell's support is, in words (issue 24: honest about sparse groups).
+"""How thin a cell's support is, in words (honest about sparse groups: docs/decisions.md,
+"Intersectional cells").
 
 An intersection of race and sex has ten groups, of which a window may hold enough
 records for four: the cell's verdict is then about those four. Every cell says how

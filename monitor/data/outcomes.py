@@ -2,7 +2,8 @@
 
 The cohort (monitor.data.cohort) has one row per discharge: its time and its label
 (length of stay > 3 days). A deployed length-of-stay model scores at admission, and the
-label is known at discharge, so here each row becomes two messages (issue 23):
+label is known at discharge, so here each row becomes two messages (predictions now, outcomes
+later):
 
 * a **prediction** (``kind = "prediction"``) at the admission time, ``event_time`` =
   discharge - length of stay, with the score, decision inputs and attributes, no label;

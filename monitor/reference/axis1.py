@@ -141,8 +141,8 @@ def reference_axis1_label_free(
     **kw,
 ) -> list[CellResult]:
     """Label-free cells (DI, SPD) of a window of predictions, some without their outcome
-    (issue 23), by record-level bootstrap stratified by group only: every record is put
-    in one label class, so the strata of :func:`reference_axis1` are the groups. The
+    (predictions now, outcomes later), by record-level bootstrap stratified by group only: every
+    record is put in one label class, so the strata of :func:`reference_axis1` are the groups. The
     oracle of :func:`monitor.core.outcome_split.evaluate_split`'s label-free cells."""
     zeros = np.zeros(len(np.asarray(group)), dtype=np.int64)
     return reference_axis1(model_id, attribute, groups, group, zeros, decision, score, rules, **kw)

@@ -1,9 +1,9 @@
 """The report's outcome-coverage figure: each group's share of predictions with an outcome,
-per attribute, over the period (issue 23), as an inline ``<svg>`` string.
+per attribute, over the period (predictions now, outcomes later), as an inline ``<svg>`` string.
 
 Why a module of its own, written as SVG text: it is one chart of lines and text, and
 keeping it apart from :mod:`monitor.report.figures` lets that module change how it draws
-(issue 25) without this one moving. The conventions are the other figures': sizes in
+without this one moving. The conventions are the other figures': sizes in
 points, Okabe-Ito colours, every coloured line also named in text, a withheld value
 (None, fewer than 11 predictions) drawn as a gap and listed as "<11", element ids
 prefixed by the figure's name so two figures never share one on a page.

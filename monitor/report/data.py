@@ -45,6 +45,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pydantic_core
 
 from batch_axes.audit_cell import axis3_note, kappa_band, kappa_degenerate
 from batch_axes.axis2 import Axis2Cell
@@ -74,6 +75,7 @@ from monitor.publish.points import (
 from monitor.publish.rule import SMALL_CELL
 from monitor.publish.shown import Published, Shown
 from monitor.publish.volumes import VolumePoint, monthly_volume
+from monitor.report.auroc import AurocPoint, rolling_auroc
 from monitor.store import queries
 
 #: Points per cell kept for the time-series figures (event evaluations are always kept).
@@ -99,7 +101,7 @@ def whole_day(option: str, value: str | date | None) -> date | None:
     """A period filter's day (a UTC calendar day), or None for no filter.
 
     Only whole days are taken: a time of day lets two reports a few hours apart be
-    subtracted, and bisecting the time then dates each record (issue 21).
+    subtracted, and bisecting the time then dates each record.
 
     >>> whole_day("--since", "2026-03-10"), whole_day("--since", None)
     (datetime.date(2026, 3, 10), None)
@@ -224,12 +226,6 @@ class ModelPeriod:
     @property
     def withheld(self) -> bool:
         return not isinstance(self.records, Shown)
-
-
-@dataclass(frozen=True)
-class AurocPoint:
-    records: int  # stream position at the block's end, rounded
-    auroc: float
 
 
 @dataclass(frozen=True)
@@ -459,8 +455,12 @@ def mppd_basis(sampling: MPPDSampling | None) -> str:
 
 
 def config_hash(config: MonitorConfig) -> str:
-    """A short hash of the whole configuration (what the service ran with)."""
-    return hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:12]
+    """A short hash of the whole configuration (what the service ran with): of its JSON
+    with ``[service]`` in the flat layout it had before its sections
+    (``ServiceConfig.flat_settings``), so the same settings keep the same hash."""
+    data = config.model_dump(mode="json")
+    data["service"] = config.service.flat_settings()
+    return hashlib.sha256(pydantic_core.to_json(data)).hexdigest()[:12]
 
 
 def thresholds_hash(cells: Iterable[CellPoint]) -> str:
@@ -541,8 +541,14 @@ def open_database(path: str | Path) -> duckdb.DuckDBPyConnection:
 def _history(
     c: duckdb.DuckDBPyConnection, model: str, times: dict[tuple[str, int], datetime | None]
 ) -> dict[tuple[str, str], list[CellPoint]]:
-    """Every stored evaluation of a model's cells (fields picked by DuckDB, not by json.loads)."""
+    """Every stored evaluation of a model's cells (fields picked by DuckDB, not by json.loads;
+    the axes lists, a handful of distinct texts, decoded once each)."""
     out: dict[tuple[str, str], list[CellPoint]] = {}
+
+    @functools.cache
+    def axes(text: str | None) -> tuple[str, ...]:
+        return tuple(json.loads(text) or ()) if text else ()
+
     for row in queries.cell_history(c, model):
         (
             m,
@@ -587,8 +593,8 @@ def _history(
             "point_verdict": pt,
             "n_star": ns,
             "kappa": kp,
-            "failed_axes": json.loads(failed) if failed else [],
-            "pending_axes": json.loads(pending) if pending else [],
+            "failed_axes": axes(failed),
+            "pending_axes": axes(pending),
             "partial": partial == "true",
             "n_pass": None if n_pass is None else int(n_pass),
             "K": None if K is None else int(K),
@@ -619,31 +625,6 @@ def model_period(
     total = sum(n for _, n in mine)
     period = ModelPeriod(start, end, count_value(total) if total else Shown(0), filt is not None)
     return period, ([] if period.withheld else monthly_volume(mine))
-
-
-def rolling_auroc(label: np.ndarray, score: np.ndarray, block: int, end: int) -> list[AurocPoint]:
-    """AUROC of consecutive blocks of ``block`` records (ending at stream position ``end``).
-
-    A block is left out when either class has fewer than SMALL_CELL records: an
-    AUROC over three positives describes three patients. The AUROC is the service's own
-    midrank Mann-Whitney statistic (:func:`monitor.core.drift.rank_auroc`, sklearn's value
-    with ties counted half): ``roc_auc_score``'s input validation took 60 % of reading the
-    demo's file (174 blocks; issue 25).
-    """
-    from monitor.core.drift import rank_auroc
-
-    out = []
-    n = len(label)
-    start0 = n % block
-    for s in range(start0, n - block + 1, block):
-        y = label[s : s + block]
-        pos = int(y.sum())
-        if pos < SMALL_CELL or block - pos < SMALL_CELL:
-            continue
-        # the block's end is a stream position, i.e. a record count: published rounded
-        at = rounded_count(end - n + s + block)
-        out.append(AurocPoint(at, rank_auroc(y, score[s : s + block])))
-    return out
 
 
 def _auroc(c: duckdb.DuckDBPyConnection, model: str, block: int, records: int) -> list[AurocPoint]:

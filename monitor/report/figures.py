@@ -6,7 +6,7 @@ Colours are Okabe-Ito (safe for colour-blind readers) and every coloured cell al
 carries a text label. Values withheld by the small-cell rule arrive as ``None`` (see
 :mod:`monitor.report.data`) and are drawn as "<11".
 
-Why written directly (issue 25): matplotlib took 12 of the 12.1 s the demo's page took,
+Why written directly: matplotlib took 12 of the 12.1 s the demo's page took,
 almost all of it laying out the ticks of the 2 x 28 small multiples; the figures are
 lines, bars, rectangles and text, which :mod:`monitor.report.svg` writes in milliseconds.
 The figures keep their titles, axis labels, tick labels, legends, marks and accessible

@@ -1,7 +1,7 @@
 """SVG written straight from the data: the few primitives the report's figures need.
 
 Why not matplotlib: drawing the report's 14 figures through it took 12 s of the 12.1 s
-the page took (issue 25; most of it laying out the 2 x 28 small multiples' ticks), for
+the page took (most of it laying out the 2 x 28 small multiples' ticks), for
 charts that are lines, bars, rectangles and text. Here a figure is a :class:`Canvas`
 (one ``<svg>``, sizes in points as matplotlib's SVG had them) holding :class:`Axes`
 (a data-to-point mapping with ticks).

@@ -35,9 +35,9 @@ from monitor.core.tables import attribute_groups, tables_from_frame
 from monitor.publish.cells import published_evaluation
 from monitor.publish.encode import WITHHELD_TEXT
 from monitor.publish.health import PublishedHealth, published_health
-from monitor.service.api import ApiServer, serve_configured
 from monitor.service.cohort_book import CohortBook, CohortView
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
+from monitor.service.http_server import ApiServer, serve_configured
 from monitor.service.liveness import Liveness
 from monitor.service.outbox_relay import OutboxRelay
 from monitor.service.page_renderer import PageRenderer
@@ -95,7 +95,7 @@ class MonitorService:
         self.config = config
         self.source_name = source_name
         self.clock = clock
-        self.store = Store(db_path or config.service.db_path, config)
+        self.store = Store(db_path or config.service.store.db_path, config)
         # a fleet member: results also go to the outbox for the results topic (set before
         # the pipeline restores, so evaluations recovered at start-up are published too)
         self.store.outbox = results_outbox
@@ -110,7 +110,7 @@ class MonitorService:
         self._lag: dict[int, int] = {}
         self._last_evaluation: dict[str, float] = {}
         self._old_events_seen: dict[str, int] = {}
-        self.drift = DriftBook(config.service.drift_delta)
+        self.drift = DriftBook(config.service.axes.drift_delta)
         self.health: dict[str, ModelHealth] = {}
         #: each model's released (AUROC, accuracy): what the exporter and API show
         self.health_release: ReleaseBook[str, PublishedHealth] = (
@@ -126,15 +126,16 @@ class MonitorService:
         self.pipeline = Pipeline(
             config, self.store, on_batch=self._after_batch, drift=self.drift, clock=clock
         )
+        axes = config.service.axes
         self.scheduler = AxisScheduler(
             [
-                JobSpec("axis2", self.job_axis2, config.service.axis2_interval_s),
-                JobSpec("axis3", self.job_axis3, config.service.axis3_interval_s),
-                JobSpec("equilense", self.job_equilense, config.service.equilense_interval_s),
-                JobSpec("retention", self.job_retention, config.service.retention_interval_s),
+                JobSpec("axis2", self.job_axis2, axes.axis2_interval_s),
+                JobSpec("axis3", self.job_axis3, axes.axis3_interval_s),
+                JobSpec("equilense", self.job_equilense, axes.equilense_interval_s),
+                JobSpec("retention", self.job_retention, config.service.retention.interval_s),
             ],
             on_outcome=self._job_outcome,
-            early_min_interval_s=config.service.early_run_min_interval_s,
+            early_min_interval_s=axes.early_run_min_interval_s,
             clock=clock,
         )
         self._start_scheduler = start_scheduler
@@ -143,13 +144,13 @@ class MonitorService:
         #: the report at ``/``: drawn on a thread of its own, one drawing at a time
         #: its version is a counter, not ``pipeline.evaluation_total``: that takes the
         #: pipeline's lock, which an ingest batch holds for its whole write, and ``GET /``
-        #: waited behind it (seconds under load: issue 25, target 3)
+        #: waited behind it (seconds under load; target 3 s)
         self.page = PageRenderer(
             lambda: stored_report(self.store, self.config, _NO_REPORT_YET, self.clock),
             lambda: self.page_version, max_age_s=STATUS_PAGE_MAX_AGE_S,
         )  # fmt: skip
         self.api: ApiServer | None = None
-        self.http_port = config.service.http_port if http_port is None else http_port
+        self.http_port = config.service.http.port if http_port is None else http_port
         self.ready_reason = "starting"
         #: the source's health check (KafkaSource.health), read by /readyz
         self.source_health: Callable[[], tuple[bool, str]] | None = None
@@ -157,7 +158,7 @@ class MonitorService:
         #: /healthz: records waiting behind an outage are readiness's business, not a stall
         self.source_reachable: Callable[[], bool] | None = None
         #: the ingest loop's and the ticker's turns, for /healthz (monitor.service.liveness)
-        self.liveness = Liveness(config.service.stall_after_s)
+        self.liveness = Liveness(config.service.liveness.stall_after_s)
         self.last_ingest = clock()
         # a restart must not count the restored windows' old events again
         self._old_events_seen = {v.model_id: v.old_events for v in self.pipeline.model_views()}
@@ -171,8 +172,8 @@ class MonitorService:
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
-        # a bad web-config file stops the start-up here, naming service.web_config.<key>
-        self.api = serve_configured(self.exporter, self, self.config.service, self.http_port)
+        # a bad web-config file stops the start-up here, naming service.http.web_config.<key>
+        self.api = serve_configured(self.exporter, self, self.config.service.http, self.http_port)
         if self._start_scheduler:
             self.scheduler.start()
         self.ready_reason = "ok"
@@ -298,9 +299,9 @@ class MonitorService:
 
     def _first_axes_runs(self, report: BatchReport) -> None:
         """Hook of the slow axes' first run per model (monitor.service.scheduler.run_first):
-        a model with ``axes_first_run_records`` records and no result of theirs gets one
-        at once, so its tiers do not read Pending for a whole interval."""
-        need = self.config.service.axes_first_run_records
+        a model with ``[service.axes] first_run_records`` records and no result of theirs
+        gets one at once, so its tiers do not read Pending for a whole interval."""
+        need = self.config.service.axes.first_run_records
         for model in report.new_records:
             if model in self._first_runs_asked:
                 continue
@@ -320,7 +321,8 @@ class MonitorService:
 
         A metric and a log line rather than /readyz: the service is working as configured
         and an orchestrator restarts or unroutes a pod that is not ready, which would hide
-        the gauge and fix nothing (docs/decisions.md, issue 22)."""
+        the gauge and fix nothing (docs/decisions.md, "A user's mistakes and silent dead
+        letters")."""
         self.tally.add(report.accepted, report.duplicates, report.rejected)
         watch = self.dead_letter_watch
         for d in watch.observe(report.received, report.rejected):
@@ -357,7 +359,7 @@ class MonitorService:
     def _cohort(self, cursor: Any, model_id: str) -> pd.DataFrame:
         """A model's audit cohort: its records of the last cohort_days of event time."""
         frame = queries.window_records(
-            cursor, self.store.attributes, model_id, days=self.config.service.cohort_days,
+            cursor, self.store.attributes, model_id, days=self.config.service.axes.cohort_days,
             with_details=True,
         )  # fmt: skip
         return frame.assign(model_id=model_id)
@@ -438,7 +440,8 @@ class MonitorService:
             cursor.close()
 
     def job_axis2(self) -> None:
-        # issue 23: label-based metrics on the cohort's records with an outcome only
+        # predictions now, outcomes later: label-based metrics on the cohort's records with an
+        # outcome only
         self._for_each_cohort(
             "axis2",
             lambda m, c: tuple(run_axis2_counts(m, c.counts, self.config, c.free, c.span_days)),
@@ -458,7 +461,8 @@ class MonitorService:
                 features = queries.feature_matrix(frame["features"], names)
                 keep = np.isfinite(features).all(axis=1)
                 frame, features = frame[keep], features[keep]
-            # issue 23: its group metrics need the label: the records with an outcome
+            # predictions now, outcomes later: its group metrics need the label: the records with an
+            # outcome
             known = frame["label"].to_numpy(np.int64) >= 0
             if not known.all():
                 frame, features = frame[known], None if features is None else features[known]
@@ -469,13 +473,11 @@ class MonitorService:
 
     def job_retention(self) -> dict[str, int]:
         """Delete discharges and results past their retention (by wall-clock time)."""
-        svc = self.config.service
+        kept = self.config.service.retention
         now = pd.Timestamp(self.clock(), unit="s", tz="UTC")
-        deleted_before = now - pd.Timedelta(days=svc.retention_discharge_days)
+        deleted_before = now - pd.Timedelta(days=kept.discharge_days)
         with self.cohorts.retention(deleted_before.value // 1000):  # microseconds
-            return self.store.apply_retention(
-                now, svc.retention_discharge_days, svc.retention_result_days
-            )
+            return self.store.apply_retention(now, kept.discharge_days, kept.result_days)
 
     def _job_outcome(self, o: JobOutcome) -> None:
         self.exporter.record_job(o.job, o.state, o.duration_s, o.started_at)

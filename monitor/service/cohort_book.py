@@ -23,7 +23,7 @@ bound, to be rebuilt once at its next run. (The configuration requires the
 discharge retention to cover the cohort, so this happens only when event times
 trail the wall clock, e.g. a replay of old records.)
 
-Predictions now, outcomes later (issue 23): a prediction is stored without its label,
+Predictions now, outcomes later: a prediction is stored without its label,
 which an outcome sets later (the one update the file sees). The book counts a record
 whose label is known in ``counts`` (label-based metrics); while any of the cohort's
 predictions waits for its outcome it also keeps ``free``, every record at label 0 (the
@@ -125,7 +125,7 @@ class CohortBook:
         self.config = config
         #: (name, codes) of each configured attribute, as the cohort queries map them
         self.attributes = [(a.name, tuple(a.codes)) for a in config.attributes]
-        self.days_us = round(float(config.service.cohort_days) * 86_400e6)
+        self.days_us = round(float(config.service.axes.cohort_days) * 86_400e6)
         self._cohorts: dict[str, _Cohort] = {}
         self._lock = named_lock("cohort_book")
 

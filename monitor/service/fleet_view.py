@@ -26,8 +26,8 @@ from monitor.core.locks import named_lock
 from monitor.core.results import CellEvaluation
 from monitor.publish.cells import published_evaluation
 from monitor.publish.counts import published_count
-from monitor.service.api import ApiServer, serve_configured
 from monitor.service.exporter import Exporter
+from monitor.service.http_server import ApiServer, serve_configured
 from monitor.service.page_renderer import PageRenderer
 from monitor.service.stored_views import (
     stored_axes,
@@ -48,7 +48,7 @@ _NO_RESULTS_YET = (
 
 
 class FleetView:
-    """The view's file and its :class:`~monitor.service.api.StateView` answers."""
+    """The view's file and its :class:`~monitor.service.http_routes.StateView` answers."""
 
     def __init__(
         self, config: MonitorConfig, db_path: str, clock: Callable[[], float] = time.time
@@ -143,9 +143,9 @@ class FleetView:
 
     # ------------------------------------------------------------------ life cycle
     def start(self, port: int) -> None:
-        """Serve through ``config.service``'s web config (TLS, basic auth) and limits, as
+        """Serve through ``[service.http]``'s web config (TLS, basic auth) and limits, as
         ``vfr-monitor run`` does: the view holds every model's results."""
-        self.api = serve_configured(self.exporter, self, self.config.service, port)
+        self.api = serve_configured(self.exporter, self, self.config.service.http, port)
 
     def close(self) -> None:
         if self.api is not None:

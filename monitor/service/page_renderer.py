@@ -74,7 +74,7 @@ class PageRenderer:
     ``version`` changes when the page would change (the evaluations seen). It is read on
     the request thread, so it must never wait: a counter, not a call that takes the
     pipeline's lock (an ingest batch holds that for its whole write; the status page's
-    first byte waited behind it for seconds, issue 25).
+    first byte waited behind it for seconds).
     """
 
     def __init__(

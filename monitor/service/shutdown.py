@@ -115,7 +115,7 @@ class ShutdownGuard:
                         why, self.grace_s)  # fmt: skip
             return
         self._requested.set()
-        log.warning("%s: stopping; exiting within %.0f s (service.shutdown_grace_s)",
+        log.warning("%s: stopping; exiting within %.0f s ([service.shutdown] grace_s)",
                     why, self.grace_s)  # fmt: skip
         self._timer = threading.Timer(self.grace_s, self._expired)
         self._timer.name = "vfr-shutdown-timer"
@@ -131,7 +131,7 @@ class ShutdownGuard:
 
     def _expired(self) -> None:
         log.error(
-            "shutdown did not finish within %.0f s (service.shutdown_grace_s); exiting with "
+            "shutdown did not finish within %.0f s ([service.shutdown] grace_s); exiting with "
             "status %d. Every thread's stack:\n%s", self.grace_s, EXIT_STUCK, thread_stacks(),
         )  # fmt: skip
         for h in logging.getLogger().handlers:

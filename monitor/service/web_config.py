@@ -14,7 +14,7 @@ silently leave the server without TLS or authentication::
       prometheus: $2b$12$...       # bcrypt hash (htpasswd -nBC 12 "" | tr -d ':\\n')
 
 Every problem raises :class:`~monitor.config.ConfigError` naming
-``service.web_config.<key>`` at start-up; the password hashes never appear in a message.
+``service.http.web_config.<key>`` at start-up; the password hashes never appear in a message.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import yaml
 
 from monitor.config import ConfigError
 
-FIELD = "service.web_config"
+FIELD = "service.http.web_config"
 _TOP_KEYS = frozenset({"tls_server_config", "basic_auth_users"})
 _TLS_KEYS = frozenset({"cert_file", "key_file", "min_version"})
 _MIN_VERSIONS = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}

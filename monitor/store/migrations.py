@@ -233,7 +233,7 @@ MIGRATIONS: list[list[str]] = [
             axis VARCHAR NOT NULL, model_id VARCHAR NOT NULL, cohort JSON NOT NULL,
             PRIMARY KEY (axis, model_id))""",
     ],
-    # v11 (issue 23, predictions now, outcomes later): a prediction is stored without its
+    # v11 (predictions now, outcomes later): a prediction is stored without its
     # label (NULL until its outcome joins); ``outcome_time`` is when the label became known
     # and ``label_pos`` the model's stream position from which the label counts (a window
     # rebuilt at a position sees the labels it saw live). Existing records came joined:

@@ -149,9 +149,9 @@ class Store:
                 "one writer per file): stop that process or give another --db"
             ) from None
         # validated by the config's pattern, so it can be spliced into the statement
-        self._conn.execute(f"SET memory_limit = '{config.service.duckdb_memory_limit}'")
+        self._conn.execute(f"SET memory_limit = '{config.service.store.memory_limit}'")
         self._conn.execute(
-            f"SET checkpoint_threshold = '{config.service.duckdb_checkpoint_wal}'"
+            f"SET checkpoint_threshold = '{config.service.store.checkpoint_wal}'"
         )
         self._lock = named_lock("store", reentrant=True)  # one writer transaction at a time
         migrations.migrate(self._conn)
@@ -164,10 +164,12 @@ class Store:
         self._load_keys()
 
     def _load_payload_key(self) -> bytes:
-        """The dead-letter HMAC key: [service] payload_hash_key, else $VFR_PAYLOAD_HASH_KEY,
-        else a random 32-byte key generated once and kept in this file's ``secrets`` table
-        (so hashes of one file stay comparable across restarts)."""
-        configured = self.config.service.payload_hash_key or os.environ.get(PAYLOAD_KEY_ENV, "")
+        """The dead-letter HMAC key: [service.dead_letters] payload_hash_key, else
+        $VFR_PAYLOAD_HASH_KEY, else a random 32-byte key generated once and kept in this
+        file's ``secrets`` table (so hashes of one file stay comparable across restarts)."""
+        configured = self.config.service.dead_letters.payload_hash_key or os.environ.get(
+            PAYLOAD_KEY_ENV, ""
+        )
         if configured:
             try:
                 return bytes.fromhex(configured)
@@ -369,7 +371,7 @@ class Store:
             inserted, dup, sum(stored.values()), new_mask, seq, conflicts, rejected=stored
         )
 
-    # ------------------------------------------------------------------ outcomes (issue 23)
+    # ------------------------------------------------------------------ outcomes
     @_serialised
     def stored_records(self, keys: pd.DataFrame) -> pd.DataFrame:
         """For outcome keys (``i``, model_id, record_id): the stored record of each one found
@@ -428,7 +430,7 @@ class Store:
         topic, partition, offset, payload), inside the caller's transaction."""
         if rows:
             # the payload only as dead letters keep it (their HMAC is then of no payload)
-            keep = self.config.service.keep_rejected_payloads
+            keep = self.config.service.dead_letters.keep_payloads
             self._conn.executemany(
                 "INSERT OR REPLACE INTO held_outcomes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(m, r, int(y), t, received_at, tp, p, o, pl if keep else None)
@@ -483,11 +485,11 @@ class Store:
         A dead letter is keyed on its source position and payload hash: a redelivery
         (same topic, partition, offset and payload) is not stored again. Letters without
         a position are always stored. The raw payload is kept only with
-        ``[service] keep_rejected_payloads``; otherwise only its HMAC-SHA256.
+        ``[service.dead_letters] keep_payloads``; otherwise only its HMAC-SHA256.
         """
         if not dead:
             return {}
-        keep = self.config.service.keep_rejected_payloads
+        keep = self.config.service.dead_letters.keep_payloads
         frame = pd.DataFrame(
             {
                 "received_at": received_at,
@@ -815,8 +817,9 @@ class Store:
                 if n:
                     self._conn.execute(f"DELETE FROM {table} WHERE {column} < ?", [cutoff])
                 out[table] = n
-            # issue 23: a prediction still without its outcome is kept only while one could
-            # arrive (max_outcome_delay_days) or while a window or the audit cohort needs it
+            # predictions now, outcomes later: a prediction still without its outcome is kept only
+            # while one could arrive (max_outcome_delay_days) or while a window or the audit cohort
+            # needs it
             keep = max(self.config.outcomes.max_outcome_delay_days, self.config.horizon_days)
             cutoff = now - pd.Timedelta(days=min(keep, discharge_days))
             n = self._scalar(

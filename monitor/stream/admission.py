@@ -1,13 +1,14 @@
-"""Admission: which well-formed records the service takes in (issue 11).
+"""Admission: which well-formed records the service takes in (docs/decisions.md, "Hostile input and
+patient privacy").
 
 Validation (:mod:`monitor.stream.schema`) judges a record on its own; admission judges
 it against the service's state and clock, before anything is stored:
 
 * ``out_of_range:event_time``: outside ``[now - max_event_age_days, now +
-  max_clock_skew_s]`` when ``[service] event_time_bounds = "wall-clock"``;
+  max_clock_skew_s]`` when ``[service.intake] event_time_bounds = "wall-clock"``;
 * ``unknown_model``: a model not in the registry (``[[models]]``) when
-  ``[service] unknown_models = "dead-letter"`` (the default);
-* ``too_many_models``: admitting it would take the service past ``[service]
+  ``[service.intake] unknown_models = "dead-letter"`` (the default);
+* ``too_many_models``: admitting it would take the service past ``[service.intake]
   max_models`` monitored models.
 
 Why a bounded set of models: every model id gets a window, trackers, drift state and
@@ -48,7 +49,7 @@ def model_rejections(
     admitted, and one refused there is refused for the rest of the batch (the admitted set
     only grows, and only by the model at hand), so every row of a model shares its verdict.
     """
-    svc = config.service
+    svc = config.service.intake
     registry = {m.id for m in config.models}
     codes, uniq = pd.factorize(np.asarray(models, dtype=object))  # order of first appearance
     verdict = np.full(len(uniq), None, dtype=object)

@@ -14,7 +14,7 @@ parses but holds a bad record also takes the per-message path (see
 The per-message path (``validate_record`` in :mod:`monitor.stream.schema`) is the
 oracle of both functions here (tests/stream/test_columnar.py).
 
-Predictions and outcomes (issue 23): :func:`split_kinds` sets a batch's outcome messages
+Predictions and outcomes: :func:`split_kinds` sets a batch's outcome messages
 apart; the rest (predictions and joined records) is judged here, a prediction's label by
 its own rule, and the outcomes per message by the per-message path's function
 (``validate_outcome_records``: an outcome's fields are few, and "field present but null"
@@ -68,7 +68,7 @@ def parse_payloads(payloads: Sequence[bytes | None], config: MonitorConfig) -> p
     if not n or None in payloads:
         return None
     sizes = list(map(len, payloads))  # type: ignore[arg-type]  # no None: returned above
-    if min(sizes) == 0 or max(sizes) > config.service.max_payload_bytes:
+    if min(sizes) == 0 or max(sizes) > config.service.intake.max_payload_bytes:
         return None
     buf = b"\n".join(payloads)  # type: ignore[arg-type]  # no None: returned above
     # Every line one payload (no payload holds a newline) and every payload starting with
@@ -148,7 +148,8 @@ def _per_distinct(col: pa.ChunkedArray, rule: Callable[[np.ndarray], np.ndarray]
 
 def _model_rule(col: pa.ChunkedArray, name: str, config: MonitorConfig) -> Any:
     faults, value = _id_rule(col, name, config)
-    # the exporter's identifier rule (issue 11), by the per-message path's own function
+    # the exporter's identifier rule (docs/decisions.md, "Hostile input and patient privacy"), by
+    # the per-message path's own function
     return [*faults, (_per_distinct(col, model_id_not_exportable), "invalid:model_id")], value
 
 
@@ -256,8 +257,8 @@ def field_rules(config: MonitorConfig) -> tuple[FieldRule, ...]:
 
 def split_kinds(table: pa.Table) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
     """(the rows that are not outcomes, their batch positions, the outcome positions) of a
-    parsed batch (issue 23); None when a ``kind`` is neither absent, "prediction" nor
-    "outcome" (the per-message path gives ``invalid:kind``)."""
+    parsed batch (predictions now, outcomes later); None when a ``kind`` is neither absent,
+    "prediction" nor "outcome" (the per-message path gives ``invalid:kind``)."""
     n = table.num_rows
     if "kind" not in table.column_names:
         return table, np.arange(n), np.zeros(0, np.int64)

@@ -1,5 +1,5 @@
-"""Outcome coverage beside every label-based cell (issue 23): the window's per-group
-figures (monitor.stream.window.WindowCoverage) turned into what a cell carries
+"""Outcome coverage beside every label-based cell (predictions now, outcomes later): the window's
+per-group figures (monitor.stream.window.WindowCoverage) turned into what a cell carries
 (monitor.core.coverage.AttributeCoverage: published coverage and median delay per group,
 the gap, the "outcomes incomplete" reason).
 

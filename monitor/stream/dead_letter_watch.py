@@ -1,9 +1,9 @@
 """Dead-letter dominance: say so, once, when most of what arrives is refused for one reason.
 
-Why (issue 22, finding 6): a stream whose model ids are not registered, or whose event
-times lie outside the wall-clock bounds, is dead-lettered record by record, which is
-correct and silent: a run stored 0 of 69,936 messages, logged nothing about it and exited
-0. Each refusal is right; what is wrong is the configuration, and only an aggregate shows
+Why (docs/decisions.md, "A user's mistakes and silent dead letters"): a stream whose model ids are
+not registered, or whose event times lie outside the wall-clock bounds, is dead-lettered record by
+record, which is correct and silent: a run stored 0 of 69,936 messages, logged nothing about it and
+exited 0. Each refusal is right; what is wrong is the configuration, and only an aggregate shows
 it. :class:`DeadLetterWatch` counts dead letters by reason over the most recent messages
 and reports a reason once when it holds the majority of them, naming the count and the
 setting that would admit such records (:data:`ADMITTING_SETTINGS`).
@@ -35,14 +35,14 @@ DEFAULT_WINDOW = 1_000
 #: the producer has to change.
 ADMITTING_SETTINGS: dict[str, str] = {
     "unknown_model": (
-        'register the model ids in [[models]] (or set [service] unknown_models = "admit")'
+        'register the model ids in [[models]] (or set [service.intake] unknown_models = "admit")'
     ),
-    "too_many_models": "raise [service] max_models (and register the ids in [[models]])",
+    "too_many_models": "raise [service.intake] max_models (and register the ids in [[models]])",
     "out_of_range:event_time": (
-        '[service] event_time_bounds = "none" for a replay of another calendar, or '
-        "[service] max_event_age_days / max_clock_skew_s"
+        '[service.intake] event_time_bounds = "none" for a replay of another calendar, '
+        "or [service.intake] max_event_age_days / max_clock_skew_s"
     ),
-    "oversized": "raise [service] max_payload_bytes",
+    "oversized": "raise [service.intake] max_payload_bytes",
     "unknown_code": "add the code to the attribute's groups in [[attributes]]",
     "unexpected_field": "none: the producer sends fields schema_version 1 does not have",
     "unsupported:schema_version": "none: the producer sends a schema version this build lacks",

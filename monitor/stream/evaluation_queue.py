@@ -65,10 +65,10 @@ class Job:
     release: frozenset[str] = frozenset()
     #: the model's release points after this evaluation's decision
     bases: dict | None = None
-    #: predictions in the window, and those with an outcome (issue 23)
+    #: predictions in the window, and those with an outcome (predictions now, outcomes later)
     predictions: int | None = None
     with_outcome: int | None = None
-    #: the window's outcome coverage per group (issue 23; monitor.stream.coverage_cells)
+    #: the window's outcome coverage per group (monitor.stream.coverage_cells)
     coverage: WindowCoverage | None = None
 
     def computed(self) -> list[CellResult]:

@@ -89,7 +89,7 @@ class Intake:
     def _decode(
         self, payloads: Sequence[bytes | None], origins: Sequence[Origin]
     ) -> tuple[list[Any], list[int], list[DeadLetter]]:
-        limit = self.config.service.max_payload_bytes
+        limit = self.config.service.intake.max_payload_bytes
         if payloads and None not in payloads:
             # The usual batch: every payload a non-empty, small, valid JSON text. Checked
             # and decoded with C-level loops; any exception takes the per-payload path.

@@ -42,8 +42,8 @@ MAX_FEATURES = 256
 #: Core fields in the order they are checked (the first fault found is reported).
 REQUIRED = ("record_id", "model_id", "event_time", "score", "label")
 OPTIONAL = ("hospital_id", "decision", "features", "schema_version", "kind")
-#: an outcome message (issue 23): which record of which model, its label, and when the
-#: label became known (``event_time``); nothing else
+#: an outcome message (predictions now, outcomes later): which record of which model, its label, and
+#: when the label became known (``event_time``); nothing else
 OUTCOME_FIELDS = ("kind", "record_id", "model_id", "event_time", "label", "schema_version")
 #: the ``label`` of a prediction whose outcome is not known yet
 LABEL_UNKNOWN = -1
@@ -114,7 +114,8 @@ def _features_ok(x: Any) -> bool:
 
 
 # ----------------------------------------------------------------------------- privacy rules
-# Separate rule functions (issue 11), each one mask over the batch.
+# Separate rule functions (docs/decisions.md, "Hostile input and patient privacy"), each one mask
+# over the batch.
 
 #: The event times every layer can hold (pandas nanoseconds, DuckDB, window arithmetic).
 EVENT_TIME_MIN = pd.Timestamp("1677-09-22", tz="UTC")
@@ -165,9 +166,9 @@ def event_time_unrepresentable(ts: pd.Series) -> np.ndarray:
 def event_time_out_of_bounds(
     times: Any, now: pd.Timestamp, config: MonitorConfig
 ) -> np.ndarray:
-    """``[service] event_time_bounds = "wall-clock"``: an event time older than
+    """``[service.intake] event_time_bounds = "wall-clock"``: an event time older than
     ``max_event_age_days`` or later than ``now + max_clock_skew_s``."""
-    svc = config.service
+    svc = config.service.intake
     t = pd.Series(times)
     if svc.event_time_bounds == "none" or not len(t):
         return np.zeros(len(t), bool)
@@ -310,7 +311,8 @@ def validate_frame(frame: pd.DataFrame, config: MonitorConfig) -> ValidationResu
     out["score"] = np.nan_to_num(score)
 
     col = column("label")
-    # a prediction has no label yet (issue 23): one carrying a label is not a prediction
+    # a prediction has no label yet (predictions now, outcomes later): one carrying a label is not a
+    # prediction
     fail(prediction & _present(col), "unexpected_field:label")
     fail(~prediction & ~_present(col), "missing:label")
     fail(~prediction & boolean_values(col), "wrong_type:label")
@@ -390,8 +392,8 @@ def decision_thresholds(columns: Mapping[str, Any], config: MonitorConfig) -> np
 
 
 def validate_outcome_frame(frame: pd.DataFrame, config: MonitorConfig) -> ValidationResult:
-    """Validate outcome messages (issue 23): the id, time and label rules of a scored
-    discharge, on the fields an outcome has; ``outcomes`` holds the valid ones."""
+    """Validate outcome messages (predictions now, outcomes later): the id, time and label rules of
+    a scored discharge, on the fields an outcome has; ``outcomes`` holds the valid ones."""
     n = len(frame)
     reason = np.full(n, None, dtype=object)
     free = np.ones(n, dtype=bool)

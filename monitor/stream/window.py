@@ -12,8 +12,8 @@ per record, never identifiers or features.
   the live run). A record already older than that horizon when it arrives is
   stored, but does not enter the window, and is counted in ``old_events``.
 
-Windows are on predictions (issue 23). A record's label is -1 until its outcome joins
-(:meth:`ModelWindow.join`): ``tables`` holds the predictions with an outcome (label x
+Windows are on predictions (predictions now, outcomes later). A record's label is -1 until its
+outcome joins (:meth:`ModelWindow.join`): ``tables`` holds the predictions with an outcome (label x
 group, for the label-based metrics), ``pending`` those without (at label 0); a join moves a
 record from one to the other, an eviction removes it from the one it is in. The label-free
 metrics read both (:meth:`ModelWindow.prediction_tables`).
@@ -300,7 +300,7 @@ class ModelWindow:
 
 @dataclass(frozen=True)
 class GroupCoverage:
-    """One group's outcome figures in a model's window (issue 23)."""
+    """One group's outcome figures in a model's window (predictions now, outcomes later)."""
 
     predictions: int
     with_outcome: int

@@ -12,8 +12,9 @@ import re
 
 from monitor.bench import http_limits
 from monitor.bench.http_limits import _get, _View, main, summary, trickle
-from monitor.service.api import HttpLimits, serve
 from monitor.service.exporter import Exporter
+from monitor.service.http_server import serve
+from monitor.service.http_settings import HttpLimits
 
 
 def test_summary_gives_median_max_and_share_answered():

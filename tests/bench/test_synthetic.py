@@ -93,4 +93,4 @@ def test_skewed_hospital_ids_and_bench_models():
     assert len(ids) == 10_000 and len(counts) <= 50 and counts.max() > 5 * np.median(counts)
     cfg = with_bench_models(config_from_mapping({"models": [{"id": "model-01"}]}), 3)
     assert [m.id for m in cfg.models] == ["model-01", "model-00", "model-02"]
-    assert cfg.service.event_time_bounds == "none" and cfg.service.max_models >= 3
+    assert cfg.service.intake.event_time_bounds == "none" and cfg.service.intake.max_models >= 3

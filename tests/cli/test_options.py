@@ -113,10 +113,10 @@ def test_service_config_reads_the_file_with_kafka_from_the_environment(
 ) -> None:
     monkeypatch.setattr(logging, "basicConfig", lambda **kw: None)  # the test's logging kept
     path = tmp_path / "m.toml"
-    path.write_text("[service]\nhttp_port = 9999\n")
+    path.write_text("[service.http]\nport = 9999\n")
     monkeypatch.delenv("VFR_KAFKA_BOOTSTRAP", raising=False)
     config, kafka = service_config(argparse.Namespace(config=str(path)))
-    assert config.service.http_port == 9999 and kafka is None
+    assert config.service.http.port == 9999 and kafka is None
     monkeypatch.setenv("VFR_KAFKA_BOOTSTRAP", "broker:9092")
     config, kafka = service_config(argparse.Namespace(config=str(path)))
     assert kafka == config.kafka and kafka.bootstrap_servers == ("broker:9092",)

@@ -62,7 +62,7 @@ def test_published_ports_bind_loopback_only():
 
 def test_ports_agree_across_configs():
     monitor_cfg = load_config(DEPLOY / "compose" / "monitor.toml")
-    port = monitor_cfg.service.http_port
+    port = monitor_cfg.service.http.port
     assert port in _published("monitor")
     assert f"EXPOSE {port}" in (ROOT / "Dockerfile").read_text()
     prom = yaml.safe_load((DEPLOY / "compose" / "prometheus.yml").read_text())
@@ -104,9 +104,9 @@ def test_published_ports_are_loopback_and_the_broker_is_not_published():
 
 def test_web_config_is_mounted_where_the_monitor_config_names_it():
     cfg = load_config(DEPLOY / "compose" / "monitor.toml")
-    assert cfg.service.web_config is not None
+    assert cfg.service.http.web_config is not None
     mounts = dict(v.split(":")[:2] for v in SERVICES["monitor"]["volumes"] if v.startswith("."))
-    host = next(h for h, c in mounts.items() if c == str(cfg.service.web_config))
+    host = next(h for h, c in mounts.items() if c == str(cfg.service.http.web_config))
     web = load_web_config(DEPLOY / host)  # parses with the service's own loader
     assert web.tls is None and not web.users  # as shipped: documented, nothing enabled
 

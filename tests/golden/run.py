@@ -216,11 +216,8 @@ def golden_config(features: Iterable[str], models: Iterable[str], worker: bool =
     data["axis1"] = {**data["axis1"], "K": 100}
     data["axis2"] = {**data["axis2"], "sizes": [500, 1000, 2000], "R": 10}
     data["axis3"] = {**data["axis3"], "folds": 5}
-    data["service"] = {
-        **data["service"],
-        "evaluation_worker": worker,
-        "payload_hash_key": PAYLOAD_HASH_KEY,
-    }
+    data["service"]["evaluation_worker"] = worker
+    data["service"]["dead_letters"]["payload_hash_key"] = PAYLOAD_HASH_KEY
     return MonitorConfig.model_validate(data)
 
 

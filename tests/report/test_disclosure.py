@@ -40,7 +40,10 @@ CFG = config_from_mapping(
         "axis2": {"sizes": [500, 1000], "R": 6},
         "axis3": {"folds": 5},
         "equilense": {"features": ["x1", "x2"]},
-        "service": {"unknown_models": "admit", "event_time_bounds": "none", "cohort_days": 400},
+        "service": {
+            "intake": {"unknown_models": "admit", "event_time_bounds": "none"},
+            "axes": {"cohort_days": 400},
+        },
     }
 )
 BIG, TINY = "model-00", "model-tiny"

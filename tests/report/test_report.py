@@ -47,7 +47,7 @@ CFG = config_from_mapping(
         "axis3": {"folds": 5},
         "equilense": {"features": ["x1", "x2"]},
         # the fixture's models are unregistered and its year is replayed: admitted, unbounded
-        "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+        "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}},
     }
 )
 START = pd.Timestamp("2026-01-01", tz="UTC")

@@ -70,7 +70,7 @@ CFG = config_from_mapping(
         "equilense": {"features": []},
         "alerts": {"false_pages_per_year": 100.0},
         "models": [{"id": "big"}],
-        "service": {"event_time_bounds": "none"},
+        "service": {"intake": {"event_time_bounds": "none"}},
     }
 )
 #: the probe's place in its block, and the two worlds' (label, score): the service derives
@@ -194,7 +194,7 @@ SHORT = config_from_mapping(
         "equilense": {"features": []},
         "alerts": {"false_pages_per_year": 100.0},
         "models": [{"id": "big"}],
-        "service": {"event_time_bounds": "none"},
+        "service": {"intake": {"event_time_bounds": "none"}},
     }
 )
 

@@ -178,8 +178,8 @@ def test_produce_to_a_file_replays_through_run(tmp_path, capsys) -> None:
     db = tmp_path / "run.duckdb"
     # `run` monitors registered models only, and this stream replays a 2026 calendar
     cfg = tmp_path / "run.toml"
-    cfg.write_text('[service]\nevent_time_bounds = "none"\n[[models]]\nid = "los-xgb-discharge"\n'
-                   '[[models]]\nid = "los-xgb-admission"\n')
+    cfg.write_text('[service.intake]\nevent_time_bounds = "none"\n'
+                   '[[models]]\nid = "los-xgb-discharge"\n[[models]]\nid = "los-xgb-admission"\n')
     assert main(["run", "--config", str(cfg), "--input", str(path), "--db", str(db),
                  "--port", "0", "--until-idle", "1", "--no-scheduler"]) == 0  # fmt: skip
     with duckdb.connect(str(db), read_only=True) as c:
@@ -217,6 +217,6 @@ def test_the_demo_keeps_replayed_history_from_wall_clock_retention() -> None:
     base = MonitorConfig()
     old = demo_config(base, None, opts, (), oldest_event_time=pd.Timestamp("2006-01-01", tz="UTC"))
     age = (pd.Timestamp.now(tz="UTC") - pd.Timestamp("2006-01-01", tz="UTC")).days
-    assert age < old.service.retention_discharge_days <= age + 32
+    assert age < old.service.retention.discharge_days <= age + 32
     recent = demo_config(base, None, opts, (), oldest_event_time=pd.Timestamp.now(tz="UTC"))
-    assert recent.service.retention_discharge_days == base.service.retention_discharge_days
+    assert recent.service.retention.discharge_days == base.service.retention.discharge_days

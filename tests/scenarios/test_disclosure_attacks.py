@@ -50,7 +50,7 @@ CFG = config_from_mapping(
         "axis1": {"K": 40},
         "equilense": {"features": []},
         "models": [{"id": "big"}, {"id": "tiny"}],
-        "service": {"event_time_bounds": "none"},
+        "service": {"intake": {"event_time_bounds": "none"}},
     }
 )
 
@@ -316,7 +316,7 @@ def test_a_scheduled_job_publishes_nothing_new_on_a_cohort_moved_by_1_to_10_reco
             "axis1": {"K": 40},
             "equilense": {"features": []},
             "models": [{"id": "big"}],
-            "service": {"event_time_bounds": "none"},
+            "service": {"intake": {"event_time_bounds": "none"}},
         }
     )
     svc = MonitorService(cfg, db_path=str(tmp_path / "j.duckdb"), http_port=0,

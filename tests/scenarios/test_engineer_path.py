@@ -59,10 +59,10 @@ def _stream(path: Path, n: int) -> None:
 
 def test_tiers_appear_within_a_minute_not_an_hour(tmp_path):
     _stream(tmp_path / "s.jsonl", 4000)
-    (tmp_path / "c.toml").write_text(LIGHT + '[service]\nevent_time_bounds = "none"\n')
+    (tmp_path / "c.toml").write_text(LIGHT + '[service.intake]\nevent_time_bounds = "none"\n')
     db = tmp_path / "s.duckdb"
     t0 = time.time()
-    # 4,000 records at 100/s: the model reaches axes_first_run_records (1,000) at ~10 s
+    # 4,000 records at 100/s: the model reaches [service.axes] first_run_records (1,000) at ~10 s
     done = subprocess.run(
         [str(VFR), "run", "--config", str(tmp_path / "c.toml"), "--input",
          str(tmp_path / "s.jsonl"), "--rate", "100", "--db", str(db), "--port", "0",
@@ -102,8 +102,8 @@ def test_tiers_appear_within_a_minute_not_an_hour(tmp_path):
 
 def test_progress_line_off(tmp_path):
     _stream(tmp_path / "s.jsonl", 300)
-    (tmp_path / "c.toml").write_text(LIGHT + "[service]\nevent_time_bounds = \"none\"\n"
-                                     "progress_interval_s = 0.5\n")  # fmt: skip
+    (tmp_path / "c.toml").write_text(LIGHT + "[service]\nprogress_interval_s = 0.5\n"
+                                     '[service.intake]\nevent_time_bounds = "none"\n')
     done = subprocess.run(
         [str(VFR), "run", "--config", str(tmp_path / "c.toml"), "--input",
          str(tmp_path / "s.jsonl"), "--rate", "100", "--db", str(tmp_path / "s.duckdb"),

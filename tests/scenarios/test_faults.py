@@ -27,7 +27,7 @@ TICKING = config_from_mapping(
         "axis1": {"K": 60},
         "confirm_windows": 2,
         # the tests' synthetic models are not registered, and their times are fixed dates
-        "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+        "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}},
     }
 )
 
@@ -147,7 +147,7 @@ def test_a_restart_does_not_evaluate_an_unchanged_window_again(tmp_path):
 
 WORKER = config_from_mapping(
     {"window": {"size": 300, "hop_records": 100, "hop_seconds": 0}, "axis1": {"K": 60},
-     "service": {"unknown_models": "admit", "event_time_bounds": "none"}}
+     "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}}}
 )  # fmt: skip
 
 
@@ -272,7 +272,8 @@ def test_the_v8_migration_drops_the_discharge_indexes_and_deduplication_stays_ex
 def test_a_time_window_restores_by_the_latest_event_time_not_the_last_arrival(tmp_path):
     cfg = config_from_mapping(
         {"window": {"kind": "time", "days": 10, "hop_records": 100, "hop_seconds": 0},
-         "axis1": {"K": 60}, "service": {"unknown_models": "admit", "event_time_bounds": "none"}}
+         "axis1": {"K": 60},
+         "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}}}
     )  # fmt: skip
     df = synthetic_window(250, models=1, seed=9).drop(columns=["decision"])
     rng = np.random.default_rng(9)

@@ -73,13 +73,15 @@ sizes = [100, 200, 400]
 R = 4
 [axis3]
 folds = 4
-[service]
+[service.intake]
 unknown_models = "admit"
 event_time_bounds = "none"
+[service.axes]
 axis2_interval_s = 2
 axis3_interval_s = 3
 equilense_interval_s = 3600
-retention_interval_s = 1
+[service.retention]
+interval_s = 1
 [kafka]
 bootstrap_servers = "{bootstrap}"
 topics = ["{topic}"]
@@ -474,7 +476,7 @@ def _hostile_payloads(n: int, seed: int) -> list[bytes | None]:
         elif kind == 6 and rng.random() < 0.05:
             # large, up to just under the broker's default message.max.bytes (about 1 MB:
             # a bigger message never reaches a consumer; the service refuses anything over
-            # service.max_payload_bytes as "oversized")
+            # [service.intake] max_payload_bytes as "oversized")
             out.append(b'{"pad": "' + b"x" * rng.randrange(100_000, 900_000) + b'"}')
         elif kind == 7:
             raw = _json.dumps(rec).encode()
@@ -499,7 +501,7 @@ def test_hostile_input_through_the_broker_is_stored_or_dead_lettered_once(kafka_
     produce_records(kafka_broker, topic, messages, batch_size=1024 * 1024, timeout_s=600)
     cfg = config_from_mapping(
         {"window": {"size": 800, "hop_records": 400, "hop_seconds": 0}, "axis1": {"K": 100},
-         "service": {"unknown_models": "admit", "event_time_bounds": "none"}}
+         "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}}}
     )  # fmt: skip
     store = Store(tmp_path / "h.duckdb", cfg)
     reports = []

@@ -68,9 +68,10 @@ sizes = [250, 500, 1000]
 R = 4
 [axis3]
 folds = 4
-[service]
+[service.intake]
 unknown_models = "admit"
 event_time_bounds = "none"
+[service.axes]
 axis2_interval_s = 3
 axis3_interval_s = 3
 equilense_interval_s = 3600

@@ -45,7 +45,7 @@ CFG = config_from_mapping(
         "axis1": {"K": 40},
         "equilense": {"features": []},
         "models": [{"id": "big"}],
-        "service": {"event_time_bounds": "none"},
+        "service": {"intake": {"event_time_bounds": "none"}},
         "intersections": [{"attributes": ["race", "sex"]}],
     }
 )

@@ -42,7 +42,7 @@ def _settings(broker: ScramBroker, topic: str) -> dict:
 
 def _toml(path: Path, settings: dict) -> Path:
     lines = ["[window]", "size = 200", "hop_records = 100", "hop_seconds = 0",
-             "[axis1]", "K = 50", "[service]", 'unknown_models = "admit"',
+             "[axis1]", "K = 50", "[service.intake]", 'unknown_models = "admit"',
              'event_time_bounds = "none"', "[kafka]"]  # fmt: skip
     lines += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
     path.write_text("\n".join(lines) + "\n")

@@ -102,7 +102,7 @@ CFG = config_from_mapping(
         "axis3": {"folds": 5},
         "equilense": {"features": []},
         "confirm_windows": 2,
-        "service": {"http_host": "127.0.0.1"},
+        "service": {"http": {"host": "127.0.0.1"}},
         "models": [{"id": "model-live"}],
     }
 )

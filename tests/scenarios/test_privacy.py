@@ -79,7 +79,7 @@ def test_no_marker_leaves_the_service(kafka_broker, tmp_path, caplog):
         "axis3": {"folds": 3},
         "equilense": {"features": ["age"], "threshold": 0.2, "min_pairs": 1},
         "models": [{"id": "m1"}],
-        "service": {"event_time_bounds": "none", "http_port": 0},
+        "service": {"intake": {"event_time_bounds": "none"}, "http": {"port": 0}},
     })  # fmt: skip
     svc = MonitorService(cfg, source_name="kafka", db_path=str(tmp_path / "p.duckdb"),
                          http_port=0, start_scheduler=False)  # fmt: skip

@@ -101,7 +101,7 @@ def _tmp_db(tmp_path_factory):
     cap=st.integers(2, 4),
 )
 def test_only_registered_or_capped_models_get_state(tmp_path_factory, ids, mode, cap):
-    cfg = _cfg(service={"unknown_models": mode, "max_models": cap})
+    cfg = _cfg(service={"intake": {"unknown_models": mode, "max_models": cap}})
     pipe, store = _pipe(_tmp_db(tmp_path_factory), cfg)
     records = [{**GOOD, "record_id": f"r{i}", "model_id": m} for i, m in enumerate(ids)]
     _send(pipe, records)
@@ -135,16 +135,16 @@ def test_registry_is_checked_at_start_up():
     assert e.value.field == "models"
     with pytest.raises(ConfigError) as e:
         config_from_mapping({"models": [{"id": f"m{i}"} for i in range(3)],
-                             "service": {"max_models": 2}})  # fmt: skip
-    assert e.value.field == "service.max_models"
+                             "service": {"intake": {"max_models": 2}}})  # fmt: skip
+    assert e.value.field == "service.intake.max_models"
     with pytest.raises(ConfigError) as e:
-        config_from_mapping({"service": {"unknown_models": "maybe"}})
-    assert e.value.field == "service.unknown_models"
+        config_from_mapping({"service": {"intake": {"unknown_models": "maybe"}}})
+    assert e.value.field == "service.intake.unknown_models"
 
 
 # -------------------------------------------- 2. an odd id never reaches the exporter
 def test_model_id_with_a_space_is_dead_lettered_and_never_exported(tmp_path):
-    cfg = _cfg(service={"unknown_models": "admit"},
+    cfg = _cfg(service={"intake": {"unknown_models": "admit"}},
                window={"hop_records": 20})  # fmt: skip
     svc = MonitorService(cfg, db_path=str(tmp_path / "s.duckdb"), http_port=0,
                          start_scheduler=False, clock=lambda: CLOCK)  # fmt: skip
@@ -168,7 +168,7 @@ def test_one_failing_metrics_update_is_counted_and_the_other_models_still_export
     one model is made to fail (a fault that valid input cannot cause, so it is injected):
     the failure is counted in vfr_observer_failures_total and the other model's health and
     evaluation counts are still published from the same batch."""
-    cfg = _cfg(service={"unknown_models": "admit"}, window={"hop_records": 20})
+    cfg = _cfg(service={"intake": {"unknown_models": "admit"}}, window={"hop_records": 20})
     svc = MonitorService(cfg, db_path=str(tmp_path / "s.duckdb"), http_port=0,
                          start_scheduler=False, clock=lambda: CLOCK)  # fmt: skip
     real = svc._health
@@ -404,7 +404,7 @@ def test_years_1700_and_9999_are_dead_lettered_by_default(tmp_path):
 @pytest.mark.parametrize("when", ["0001-01-01T00:00:00Z", "9999-12-31T00:00:00Z",
                                   "1677-01-01T00:00:00Z", "2263-01-01T00:00:00Z"])
 def test_unrepresentable_times_are_refused_even_without_bounds(tmp_path, when):
-    pipe, store = _pipe(tmp_path, _cfg(service={"event_time_bounds": "none"}))
+    pipe, store = _pipe(tmp_path, _cfg(service={"intake": {"event_time_bounds": "none"}}))
     _send(pipe, [{**GOOD, "event_time": when}, {**GOOD, "record_id": "old",
                                                  "event_time": "1990-01-01T00:00:00Z"}])
     assert [r[0] for r in _dead(store)] == ["out_of_range:event_time"]
@@ -415,14 +415,15 @@ def test_unrepresentable_times_are_refused_even_without_bounds(tmp_path, when):
 def test_dead_letters_keep_a_keyed_hash_not_the_payload(tmp_path, monkeypatch):
     monkeypatch.delenv("VFR_PAYLOAD_HASH_KEY", raising=False)
     key = "ab" * 32
-    pipe, store = _pipe(tmp_path, _cfg(service={"payload_hash_key": key}))
+    pipe, store = _pipe(tmp_path, _cfg(service={"dead_letters": {"payload_hash_key": key}}))
     bad = json.dumps({**GOOD, "score": "Jane Doe MRN 555"}).encode()
     _send(pipe, None, raw=[bad])
     (reason, topic, part, off, payload, digest), = _dead(store)
     assert (reason, topic, part, off, payload) == ("wrong_type:score", "t", 0, 0, None)
     assert digest == hmac.new(bytes.fromhex(key), bad, hashlib.sha256).hexdigest()
     # kept only when configured
-    pipe2, store2 = _pipe(tmp_path, _cfg(service={"keep_rejected_payloads": True}), "k.duckdb")
+    kept = _cfg(service={"dead_letters": {"keep_payloads": True}})
+    pipe2, store2 = _pipe(tmp_path, kept, "k.duckdb")
     _send(pipe2, None, raw=[bad])
     assert _dead(store2)[0][4] == bad
 
@@ -451,7 +452,7 @@ def test_db_file_and_new_directory_are_private(tmp_path):
 
 
 def test_dead_letters_are_kept_no_longer_than_discharges(tmp_path):
-    cfg = _cfg(service={"retention_discharge_days": 400, "retention_result_days": 730})
+    cfg = _cfg(service={"retention": {"discharge_days": 400, "result_days": 730}})
     pipe, store = _pipe(tmp_path, cfg)
     _send(pipe, None, raw=[b"{bad"])
     out = store.apply_retention(NOW + pd.Timedelta(days=401), 400, 730)

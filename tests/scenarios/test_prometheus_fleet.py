@@ -121,13 +121,16 @@ R = 2
 folds = 3
 [equilense]
 features = []
-[service]
-http_host = "127.0.0.1"
+[service.http]
+host = "127.0.0.1"
+[service.intake]
 event_time_bounds = "none"
+[service.axes]
 axis2_interval_s = 2
 axis3_interval_s = 2
 equilense_interval_s = 3
-retention_interval_s = 3
+[service.retention]
+interval_s = 3
 [embedded]
 batch_size = 50
 [[models]]

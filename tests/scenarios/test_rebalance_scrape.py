@@ -56,13 +56,15 @@ sizes = [100, 200]
 R = 3
 [axis3]
 folds = 3
-[service]
+[service.intake]
 unknown_models = "admit"
 event_time_bounds = "none"
+[service.axes]
 axis2_interval_s = 5
 axis3_interval_s = 7
 equilense_interval_s = 3600
-shutdown_grace_s = {GRACE_S}
+[service.shutdown]
+grace_s = {GRACE_S}
 [kafka]
 bootstrap_servers = "{bootstrap}"
 topics = ["{topic}"]

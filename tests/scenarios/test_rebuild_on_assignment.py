@@ -30,7 +30,7 @@ CFG = config_from_mapping(
     {
         "window": {"size": 400, "hop_records": 100, "hop_seconds": 0},
         "axis1": {"K": 60},
-        "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+        "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}},
     }
 )
 N = 1200  # 600 per model, 2 models, one partition

@@ -27,7 +27,7 @@ CFG = config_from_mapping(
         "axis3": {"folds": 5},
         "equilense": {"features": []},
         # unregistered test models, fixed dates
-        "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+        "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}},
     }
 )
 
@@ -159,7 +159,7 @@ def test_a_not_evaluable_cell_over_http(tmp_path):
             "axis2": {"sizes": [100, 200], "R": 10},
             "axis3": {"folds": 5},
             "equilense": {"features": []},
-            "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+            "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}},
         }
     )
     s = MonitorService(cfg, db_path=str(tmp_path / "s.duckdb"), http_port=0,

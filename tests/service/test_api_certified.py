@@ -21,7 +21,7 @@ CFG = config_from_mapping(
         "axis1": {"K": 60},
         "alerts": {"false_pages_per_year": 100.0},
         "models": [{"id": "model-00"}, {"id": "model-01"}],
-        "service": {"event_time_bounds": "none"},
+        "service": {"intake": {"event_time_bounds": "none"}},
     }
 )
 

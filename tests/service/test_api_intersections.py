@@ -21,7 +21,7 @@ CFG = config_from_mapping(
         "axis1": {"K": 100},
         "axis2": {"sizes": [500, 1000, 2000], "R": 10},
         "equilense": {"features": []},
-        "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+        "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}},
         "intersections": [{"attributes": ["race", "sex"]}],
     }
 )

@@ -29,9 +29,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from monitor.config import ConfigError, config_from_mapping
-from monitor.service.api import HttpLimits, serve
 from monitor.service.app import MonitorService
 from monitor.service.exporter import Exporter
+from monitor.service.http_server import serve
+from monitor.service.http_settings import HttpLimits
 from monitor.service.web_config import load_web_config
 
 PASSWORD = "correct horse battery staple"
@@ -191,7 +192,7 @@ def test_api_off_is_404_but_metrics_stay(pki):
 
 def test_service_reads_web_config_and_api_switch_from_its_config(pki, tmp_path):
     cfg = config_from_mapping(
-        {"service": {"web_config": str(pki / "web.yml"), "api_enabled": False}}
+        {"service": {"http": {"web_config": str(pki / "web.yml"), "api_enabled": False}}}
     )
     s = MonitorService(cfg, db_path=str(tmp_path / "w.duckdb"), http_port=0,
                        start_scheduler=False)  # fmt: skip
@@ -211,20 +212,20 @@ def test_service_reads_web_config_and_api_switch_from_its_config(pki, tmp_path):
     ("text", "field", "hint"),
     [
         ("tls_server_config:\n  cert_file: missing.crt\n  key_file: server.key\n",
-         "service.web_config.tls_server_config.cert_file", "file not found"),
-        ("tls_server_config:\n  cert_file: server.crt\n", "service.web_config."
+         "service.http.web_config.tls_server_config.cert_file", "file not found"),
+        ("tls_server_config:\n  cert_file: server.crt\n", "service.http.web_config."
          "tls_server_config.key_file", "required"),
         ("tls_server_config:\n  cert_file: server.key\n  key_file: server.key\n",
-         "service.web_config.tls_server_config.cert_file", "do not load"),
+         "service.http.web_config.tls_server_config.cert_file", "do not load"),
         ("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
-         "  min_version: SSL3\n", "service.web_config.tls_server_config.min_version", "TLS12"),
+         "  min_version: SSL3\n", "service.http.web_config.tls_server_config.min_version", "TLS12"),
         ("tls_server_config:\n  certfile: server.crt\n",
-         "service.web_config.tls_server_config.certfile", "unknown key"),
-        ("basic_auth_user:\n  a: b\n", "service.web_config.basic_auth_user", "unknown key"),
+         "service.http.web_config.tls_server_config.certfile", "unknown key"),
+        ("basic_auth_user:\n  a: b\n", "service.http.web_config.basic_auth_user", "unknown key"),
         ("basic_auth_users:\n  admin: plaintext-password\n",
-         "service.web_config.basic_auth_users.admin", "bcrypt"),
-        ("basic_auth_users: [a, b]\n", "service.web_config.basic_auth_users", "mapping"),
-        ("tls_server_config: {cert_file: [\n", "service.web_config", "YAML"),
+         "service.http.web_config.basic_auth_users.admin", "bcrypt"),
+        ("basic_auth_users: [a, b]\n", "service.http.web_config.basic_auth_users", "mapping"),
+        ("tls_server_config: {cert_file: [\n", "service.http.web_config", "YAML"),
     ],
 )  # fmt: skip
 def test_a_bad_web_config_fails_naming_the_field(pki, tmp_path, text, field, hint):
@@ -241,13 +242,13 @@ def test_a_bad_web_config_fails_naming_the_field(pki, tmp_path, text, field, hin
 
 def test_a_bad_web_config_stops_the_service_start(tmp_path):
     (tmp_path / "web.yml").write_text("tls_server_config:\n  cert_file: a\n  key_file: b\n")
-    cfg = config_from_mapping({"service": {"web_config": str(tmp_path / "web.yml")}})
+    cfg = config_from_mapping({"service": {"http": {"web_config": str(tmp_path / "web.yml")}}})
     s = MonitorService(cfg, db_path=str(tmp_path / "x.duckdb"), http_port=0,
                        start_scheduler=False)  # fmt: skip
     try:
         with pytest.raises(ConfigError) as info:
             s.start()
-        assert info.value.field == "service.web_config.tls_server_config.cert_file"
+        assert info.value.field == "service.http.web_config.tls_server_config.cert_file"
         assert s.api is None
     finally:
         s.close()
@@ -561,7 +562,7 @@ def test_a_flood_of_bad_credentials_is_bounded_and_probes_and_scrapes_do_not_wai
 def test_the_fleet_view_serves_through_the_same_web_config(pki, tmp_path):
     from monitor.service.fleet_view import FleetView
 
-    cfg = config_from_mapping({"service": {"web_config": str(pki / "web.yml")}})
+    cfg = config_from_mapping({"service": {"http": {"web_config": str(pki / "web.yml")}}})
     view = FleetView(cfg, str(tmp_path / "view.duckdb"))
     try:
         view.start(0)

@@ -156,8 +156,9 @@ def test_restart_restores_cells_for_the_api(tmp_path):
 
 def test_retention_deletes_only_what_is_past_its_age(tmp_path):
     cfg = config_from_mapping(
-        {"service": {"retention_discharge_days": 100, "retention_result_days": 200,
-                     "cohort_days": 90}, "window": {"hop_records": 1000, "hop_seconds": 0},
+        {"service": {"retention": {"discharge_days": 100, "result_days": 200},
+                     "axes": {"cohort_days": 90}},
+         "window": {"hop_records": 1000, "hop_seconds": 0},
          "axis1": {"K": 50}, "models": [{"id": "model-00"}]}
     )  # fmt: skip
     now = [1_800_000_000.0]  # a fixed wall clock: 2027-01-15
@@ -237,8 +238,8 @@ def test_most_input_dead_lettered_for_one_reason_is_logged_once_and_exported(ser
     warned = [r.getMessage() for r in caplog.records if "dead letters" in r.getMessage()]
     assert warned == [
         "dead letters: 1000 of the last 1000 messages were dead-lettered as unknown_model; "
-        "to admit such records: register the model ids in [[models]] (or set [service] "
-        'unknown_models = "admit")'
+        "to admit such records: register the model ids in [[models]] (or set "
+        '[service.intake] unknown_models = "admit")'
     ]
     assert "model-99" not in warned[0]  # the reason and counts, not what the records hold
     assert _dominant(service.api.url) == {"unknown_model": 1.0}
@@ -274,7 +275,7 @@ def test_a_start_up_run_on_a_few_records_does_not_stand_in_for_the_first_run(tmp
 
         assert 0 < rests_on("axis2") < 1000 and 0 < rests_on("axis3") < 1000
         feed_service(s, 1500, seed=2, start=40)  # past axes_first_run_records (1,000)
-        need = s.config.service.axes_first_run_records
+        need = s.config.service.axes.first_run_records
         wait_for("first runs on the model's records", lambda: min(
             rests_on("axis2"), rests_on("axis3")) >= need, timeout=60)  # fmt: skip
     finally:

@@ -25,7 +25,7 @@ from tests.support.pipeline_runs import feed_service
 
 CFG = config_from_mapping(
     {
-        "service": {"cohort_days": 10.0},
+        "service": {"axes": {"cohort_days": 10.0}},
         "axis3": {"folds": 6},
         "axis2": {"sizes": [200, 500], "R": 5},
         "models": [{"id": "m1"}, {"id": "model-00"}],
@@ -66,7 +66,7 @@ def reread(store: Store, model: str = "m1") -> pd.DataFrame:
     c = store.cursor()
     try:
         return queries.window_records(
-            c, store.attributes, model, days=CFG.service.cohort_days, with_details=True
+            c, store.attributes, model, days=CFG.service.axes.cohort_days, with_details=True
         ).assign(model_id=model)
     finally:
         c.close()
@@ -151,9 +151,9 @@ def test_retention_that_reaches_into_a_cohort_rebuilds_it_once(tmp_path):
         store_frame(store, batch(3_000, 0.0, 12.0, 1, 0))
         update(store, book)
         bound = T0 + pd.Timedelta(days=5)  # inside the cohort [2, 12) days
-        now = bound + pd.Timedelta(days=CFG.service.retention_discharge_days)
+        now = bound + pd.Timedelta(days=CFG.service.retention.discharge_days)
         with book.retention(bound.value // 1000):
-            assert store.apply_retention(now, CFG.service.retention_discharge_days, 10_000)[
+            assert store.apply_retention(now, CFG.service.retention.discharge_days, 10_000)[
                 "discharges"
             ]
         assert book.models() == []  # forgotten: its cohort lost records
@@ -228,7 +228,7 @@ def test_the_retention_job_forgets_the_cohorts_it_reaches(tmp_path):
         assert s.scheduler.run_now_blocking("axis3").state == "success"
         assert s.job_retention()["discharges"] == 0
         assert s.cohorts.models() == ["model-00"]
-        days = CFG.service.retention_discharge_days
+        days = CFG.service.retention.discharge_days
         now[0] = (pd.Timestamp("2026-11-02", tz="UTC") + pd.Timedelta(days=days)).timestamp()
         assert s.job_retention()["discharges"] == 1_000
         assert s.cohorts.models() == []
@@ -251,7 +251,7 @@ def test_with_outcomes_later_the_book_gives_the_split_axes_of_the_reread_cohort(
 
     cfg = config_from_mapping(
         {
-            "service": {"cohort_days": 0.5},
+            "service": {"axes": {"cohort_days": 0.5}},
             "axis3": {"folds": 4},
             "axis2": {"sizes": [200, 400], "R": 5},
             "models": [{"id": "model-00"}, {"id": "model-01"}],
@@ -272,7 +272,7 @@ def test_with_outcomes_later_the_book_gives_the_split_axes_of_the_reread_cohort(
             try:
                 view = book.update(c, "model-00")
                 frame = queries.window_records(
-                    c, store.attributes, "model-00", days=cfg.service.cohort_days,
+                    c, store.attributes, "model-00", days=cfg.service.axes.cohort_days,
                     with_details=True,
                 ).assign(model_id="model-00")  # fmt: skip
             finally:

@@ -26,13 +26,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.core.jsonable import dumps, to_jsonable
 from monitor.core.results import CertifiedVerdict
 from monitor.core.tiers import EVALUABLE_TIERS, Tier
-from monitor.service.api import serve
 from monitor.service.exporter import (
     ALLOWED_LABELS,
     MAX_REASONS,
     MIN_EXPORT_RECORDS,
     Exporter,
 )
+from monitor.service.http_server import serve
 from tests.support.exporter_state import (
     cell,
     coverage_of,

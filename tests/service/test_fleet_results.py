@@ -27,7 +27,7 @@ CFG = config_from_mapping(
     {
         "window": {"size": 600, "hop_records": 150, "hop_seconds": 0},
         "axis1": {"K": 60},
-        "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+        "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}},
     }
 )
 

@@ -21,7 +21,7 @@ STALL_S = 5.0
 CFG = config_from_mapping(
     {
         "window": {"size": 600, "hop_records": 150, "hop_seconds": 0},
-        "service": {"stall_after_s": STALL_S, "unknown_models": "admit"},
+        "service": {"liveness": {"stall_after_s": STALL_S}, "intake": {"unknown_models": "admit"}},
     }
 )
 

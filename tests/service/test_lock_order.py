@@ -31,7 +31,8 @@ CFG = config_from_mapping(
         "window": {"size": 600, "hop_records": 150, "hop_seconds": 0},
         "axis1": {"K": 60},
         "service": {
-            "unknown_models": "admit", "event_time_bounds": "none", "evaluation_worker": True,
+            "intake": {"unknown_models": "admit", "event_time_bounds": "none"},
+            "evaluation_worker": True,
         },
     }
 )  # fmt: skip

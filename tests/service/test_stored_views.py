@@ -40,7 +40,7 @@ CFG = config_from_mapping(
     {
         "axis1": {"K": 50},
         "equilense": {"features": []},
-        "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+        "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}},
     }
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pandas as pd
@@ -134,6 +135,33 @@ def test_window_result_reads(c):
     assert [r.evaluation for r in older] == [1]
     sizes = queries.evaluation_window_sizes(c, [("model-00", 1), ("model-00", 9)])
     assert sizes == {("model-00", 1): 200}
+
+
+def test_cell_history_picks_what_one_operator_per_field_picks(c):
+    """The history's one json_extract_string of a list of fields gives every row what a
+    ``->>`` per field gives (``->`` for the two arrays, whose JSON reads the same), on
+    rows with failed and pending axes, booleans, numbers and missing fields."""
+    fields = queries.HistoryRow._fields[6:]
+    picks = ", ".join(
+        f"result{'->' if f in ('failed_axes', 'pending_axes') else '->>'}'$.{f}'"
+        for f in fields
+    )
+    old = c.execute(
+        f"SELECT model_id, metric, attribute, evaluation, tier, confirmed_tier, {picks} "
+        f"FROM window_results WHERE model_id = ? AND {queries.RELEASED} "
+        "ORDER BY evaluation, metric, attribute",
+        ["model-00"],
+    ).fetchall()
+    got = queries.cell_history(c, "model-00")
+    arrays = [queries.HistoryRow._fields.index(f) for f in ("failed_axes", "pending_axes")]
+
+    def read(row):  # the arrays as the report reads them: JSON null and NULL are no axes
+        return [json.loads(x) or [] if k in arrays and x else x for k, x in enumerate(row)]
+
+    assert len(got) == len(old) > 0
+    assert [read(r) for r in got] == [read(r) for r in old]
+    assert any(json.loads(h.failed_axes or "[]") for h in got)  # arrays occur
+    assert {h.partial for h in got} <= {"true", "false", None}
 
 
 def test_event_reads_are_typed(c):

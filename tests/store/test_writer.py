@@ -10,7 +10,7 @@ import pandas as pd
 from monitor.config import config_from_mapping
 from monitor.store import Store, queries
 
-CFG = config_from_mapping({"service": {"unknown_models": "admit"}})
+CFG = config_from_mapping({"service": {"intake": {"unknown_models": "admit"}}})
 
 
 def test_reads_beside_a_job_that_writes_under_the_store_lock_wait_instead_of_failing(tmp_path):

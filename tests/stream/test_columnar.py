@@ -255,7 +255,7 @@ def test_bulk_path_refuses_payloads_orjson_would_judge_otherwise(payloads):
 def _model_rejections_per_row(models, known, config):
     """The admission rule as first written: one decision per row, in order (the oracle of
     the per-distinct-model version)."""
-    svc = config.service
+    svc = config.service.intake
     registry = {m.id for m in config.models}
     out = np.full(len(models), None, dtype=object)
     if svc.unknown_models == "dead-letter":
@@ -282,9 +282,8 @@ def _model_rejections_per_row(models, known, config):
     cap=st.integers(1, 5),
 )
 def test_model_rules_decided_per_distinct_model_equal_the_per_row_rule(models, known, mode, cap):
-    cfg = config_from_mapping(
-        {"models": [{"id": "b"}], "service": {"unknown_models": mode, "max_models": cap}}
-    )
+    intake = {"unknown_models": mode, "max_models": cap}
+    cfg = config_from_mapping({"models": [{"id": "b"}], "service": {"intake": intake}})
     vals = np.array(models, dtype=object)
     got = model_rejections(vals, known, cfg)
     assert got.tolist() == _model_rejections_per_row(vals, known, cfg).tolist()
@@ -307,12 +306,13 @@ def _stream_config(mode: str) -> MonitorConfig:
             "models": [{"id": m} for m in _REGISTERED],
             "service": {
                 "evaluation_worker": False,
-                "unknown_models": mode,
-                "max_models": 4,
-                "event_time_bounds": "wall-clock",
-                "max_event_age_days": 30,
-                "payload_hash_key": "ab" * 16,
-                "keep_rejected_payloads": True,
+                "intake": {
+                    "unknown_models": mode,
+                    "max_models": 4,
+                    "event_time_bounds": "wall-clock",
+                    "max_event_age_days": 30,
+                },
+                "dead_letters": {"payload_hash_key": "ab" * 16, "keep_payloads": True},
             },
         }
     )
@@ -471,8 +471,9 @@ def test_columnar_pipeline_on_a_longer_stream_with_every_kind_of_fault(tmp_path)
             "window": {"size": 900, "hop_records": 300, "hop_seconds": 0},
             "axis1": {"K": 60},
             "models": [{"id": m} for m in models[:3]],
-            "service": {"evaluation_worker": False, "payload_hash_key": "cd" * 16,
-                        "max_event_age_days": 30},
+            "service": {"evaluation_worker": False,
+                        "dead_letters": {"payload_hash_key": "cd" * 16},
+                        "intake": {"max_event_age_days": 30}},
         }
     )  # fmt: skip
     df["event_time"] = "2026-10-31T00:00:00Z"
@@ -537,7 +538,7 @@ def test_content_hash_keeps_its_stored_format(tmp_path):
     import hashlib
 
     cfg = config_from_mapping({"models": [{"id": "los-xgb-v3"}],
-                               "service": {"event_time_bounds": "none"}})  # fmt: skip
+                               "service": {"intake": {"event_time_bounds": "none"}}})  # fmt: skip
     store = Store(tmp_path / "h.duckdb", cfg)
     pipe = Pipeline(cfg, store)
     rec = {**BASE, "hospital_id": None}

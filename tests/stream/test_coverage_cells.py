@@ -24,7 +24,7 @@ CFG = config_from_mapping(
     {
         "window": {"size": 3000, "hop_records": 1000, "hop_seconds": 0},
         "axis1": {"K": 100},
-        "service": {"unknown_models": "admit", "event_time_bounds": "none"},
+        "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"}},
     }
 )
 BIASED = ("race", "2")

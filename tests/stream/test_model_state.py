@@ -21,7 +21,7 @@ CFG = config_from_mapping(
     {
         "window": {"size": 300, "hop_records": 100, "hop_seconds": 10},
         "axis1": {"K": 40},
-        "service": {"unknown_models": "admit", "event_time_bounds": "none",
+        "service": {"intake": {"unknown_models": "admit", "event_time_bounds": "none"},
                     "evaluation_worker": False},
     }
 )  # fmt: skip

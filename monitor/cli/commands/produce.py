@@ -153,10 +153,11 @@ def _run_config_path(args: argparse.Namespace) -> Any:
 def _run_config(stream: Any, features: Sequence[str]) -> str:
     """The settings that make a default ``vfr-monitor run`` store the produced stream.
 
-    Without them the run stores nothing (issue 22, finding 6): the model registry is empty
-    by default, so every record is ``unknown_model``, and the stream's 2026 calendar runs
-    past the wall clock, so its last weeks are ``out_of_range:event_time``. These are the
-    settings the demo applies to itself (monitor.demo.demo_config).
+    Without them the run stores nothing (docs/decisions.md, "A user's mistakes and silent dead
+    letters"): the model registry is empty by default, so every record is ``unknown_model``, and the
+    stream's 2026 calendar runs past the wall clock, so its last weeks are
+    ``out_of_range:event_time``. These are the settings the demo applies to itself
+    (monitor.demo.demo_config).
     """
     import math
 
@@ -167,8 +168,8 @@ def _run_config(stream: Any, features: Sequence[str]) -> str:
     age_days = (pd.Timestamp.now(tz="UTC") - oldest).total_seconds() / 86_400
     body = {
         "service": {
-            "event_time_bounds": "none",
-            "retention_discharge_days": max(400, math.ceil(age_days) + 365),
+            "intake": {"event_time_bounds": "none"},
+            "retention": {"discharge_days": max(400, math.ceil(age_days) + 365)},
         },
         "equilense": {"features": list(features)},
         "models": [{"id": m.model_id} for m in stream.models],
@@ -176,9 +177,10 @@ def _run_config(stream: Any, features: Sequence[str]) -> str:
     return (
         f"{RUN_CONFIG_HEADER} for the stream it produced: what `vfr-monitor run` needs to\n"
         "# store it (merge it into your own config, or pass it as it is with --config).\n"
-        "# [service] event_time_bounds: the event times are the synthetic 2026 calendar, not\n"
-        "#   the wall clock; retention_discharge_days: retention deletes by wall-clock age, so\n"
-        "#   this keeps the oldest event for a year from when this file was written.\n"
+        "# [service.intake] event_time_bounds: the event times are the synthetic 2026 calendar,\n"
+        "#   not the wall clock; [service.retention] discharge_days: retention deletes by\n"
+        "#   wall-clock age, so this keeps the oldest event for a year from when this file was\n"
+        "#   written.\n"
         "# [[models]]: the model registry; records of other model ids are dead-lettered.\n"
         + tomli_w.dumps(body)
     )

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # imported where used: a command loads only what it runs
 
 def register(r: argparse.ArgumentParser) -> None:
     r.add_argument("--config", default=None)
-    r.add_argument("--db", default=None, help="DuckDB file (default: [service] db_path)")
+    r.add_argument("--db", default=None, help="DuckDB file (default: [service.store] db_path)")
     r.add_argument("--port", type=PORT, default=None, help="HTTP port (0: any free port)")
     r.add_argument("--input", default=None, help="embedded replay file (csv, parquet, jsonl)")
     r.add_argument(
@@ -63,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
         results_outbox=fleet,
     )
     stop = threading.Event()
-    # SIGTERM/SIGINT: stop within service.shutdown_grace_s, or stacks to the log and exit 70
-    guard = ShutdownGuard(stop, config.service.shutdown_grace_s, on_stop=service.begin_stop)
+    # SIGTERM/SIGINT: stop within [service.shutdown] grace_s, or stacks to the log and exit 70
+    guard = ShutdownGuard(stop, config.service.shutdown.grace_s, on_stop=service.begin_stop)
     guard.install()
     relay = None
     source: KafkaSource | EmbeddedSource

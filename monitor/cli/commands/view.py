@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        view.start(config.service.http_port if args.port is None else args.port)
+        view.start(config.service.http.port if args.port is None else args.port)
         assert view.api is not None
         print(f"vfr-monitor view: serving /api and the report on {view.api.url}", flush=True)
         print(f"vfr-monitor view: DuckDB file {view.store.path}", flush=True)

@@ -41,7 +41,7 @@ def test_options_reach_the_writer_and_its_note_is_printed(tmp_path, capsys, monk
 
     monkeypatch.setattr(render, "write_report", fake_write)
     config = tmp_path / "m.toml"
-    config.write_text("[service]\nhttp_port = 9999\n")
+    config.write_text("[service.http]\nport = 9999\n")
     argv = ["report", "--db", "m.duckdb", "--model", "a", "--model", "b", "--since",
             "2026-01-01", "--compare", "a", "b", "--config", str(config)]  # fmt: skip
     assert main(argv) == 0
@@ -52,4 +52,4 @@ def test_options_reach_the_writer_and_its_note_is_printed(tmp_path, capsys, monk
     assert seen["db"] == "m.duckdb" and seen["audit_dir"] is None
     assert seen["models"] == ["a", "b"] and seen["compare"] == ("a", "b")
     assert (seen["since"], seen["until"]) == (date(2026, 1, 1), None)
-    assert seen["config"].service.http_port == 9999
+    assert seen["config"].service.http.port == 9999

@@ -27,7 +27,7 @@ def _stream(tmp_path: Path, n: int = 600) -> tuple[Path, Path]:
     data.write_bytes(b"\n".join(scored_payloads(n, models=2)) + b"\n")
     config = tmp_path / "monitor.toml"
     config.write_text(
-        '[service]\nevent_time_bounds = "none"\n'
+        '[service.intake]\nevent_time_bounds = "none"\n'
         + "".join(f'[[models]]\nid = "{model_name(m)}"\n' for m in range(2)),
         encoding="utf-8",
     )
