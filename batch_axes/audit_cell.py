@@ -1,24 +1,29 @@
-"""One cell of an offline audit: its three axes and its tier, one row of cells.csv.
+"""An offline audit's cell as one row of cells.csv / cells.json, and read back.
 
-:func:`batch_axes.runner.combine_cell` makes it; the audit writes it as
-:func:`monitor.publish.cells.published_audit_cell` publishes it (:meth:`AuditCell.row`
-under the small-cell rule) to ``cells.csv`` and ``cells.json``, and the report reads
-those back with :meth:`AuditCell.from_dict`. The row's conventions are the files' (kept
-as they were): an infinite sigma or N* is the string ``"inf"``, the failed and pending
-axes are joined with ``+``, groups left out with spaces. A cell of fewer than 11 records
-keeps only its identity (:data:`AUDIT_IDENTITY`) and shows ``<11`` for every figure.
+An audit's cell is the one cell type of the stream too,
+:class:`~monitor.core.results.CellEvaluation` (its Axis 1 result, what Axis 2 and Axis 3
+say of it, its tier: :func:`batch_axes.runner.cell_with_axes`); this module is the edge of
+the audit's files: :func:`audit_row` writes a cell as its row (what leaves is
+:func:`monitor.publish.cells.published_audit_cell` of it, under the small-cell rule), and
+:func:`audit_cell_from_row` reads a published row back (the report of an audit directory,
+``intervene``'s baselines). The row's conventions are the files' (kept as they were): an
+infinite sigma or N* is the string ``"inf"``, the failed and pending axes are joined with
+``+``, groups left out with spaces; a cell shows no kappa of its own when it is not
+evaluable or Axis 3 does not apply (:attr:`CellEvaluation.own_kappa`). A cell of fewer than
+11 records keeps only its identity (:data:`AUDIT_IDENTITY`) and shows ``<11`` for every
+figure; read back, it is its identity with no figures (NaN), Pending.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from monitor.core.cell_result import EVALUABLE, CellResult, Estimate, Evaluability
 from monitor.core.numbers import as_float, float_or_none
-from monitor.core.privacy import SMALL_CELL_LABEL, reportable
-from monitor.core.support import support_note
+from monitor.core.privacy import SMALL_CELL_LABEL
+from monitor.core.results import Axis2Outcome, Axis3Outcome, CellEvaluation
 from monitor.core.tiers import Tier, TierResult
 
 #: Columns that stay when a cell's figures are withheld (identity and configuration).
@@ -51,170 +56,173 @@ def _none_or_float(x: Any) -> float | None:
     return None if x is None else as_float(x)
 
 
-@dataclass(frozen=True)
-class AuditCell:
-    """Axis 1, Axis 2 and Axis 3 of one (model, metric, attribute) cell and its tier.
+def _judged(cell: CellEvaluation) -> Axis3Outcome | None:
+    """Axis 3's outcome for a cell that shows one of its own: evaluable, Axis 3 applies."""
+    a3 = cell.axis3
+    if a3 is None or not a3.applicable or not cell.result.evaluable:
+        return None
+    return a3
 
-    ``cohort_n`` is None only for a cell read back withheld (fewer than 11 records):
-    such a cell has identity and nothing else (its figures are NaN or None).
+
+def kappa_band(cell: CellEvaluation) -> str | None:
+    """The cell's kappa band as the audit shows it: its Landis-Koch band, "not evaluable"
+    for a cell without a verdict, "not applicable" without hospital ids; None: no Axis 3
+    result for it."""
+    if not cell.result.evaluable:
+        return "not evaluable"
+    a3 = cell.axis3
+    if a3 is not None and not a3.applicable:
+        return "not applicable"
+    return None if a3 is None else a3.band
+
+
+def kappa_degenerate(cell: CellEvaluation) -> bool | None:
+    """Whether every hospital fold voted alike (None: no kappa of the cell's own)."""
+    a3 = _judged(cell)
+    return None if a3 is None else a3.degenerate
+
+
+def axis3_note(cell: CellEvaluation) -> str:
+    """The model's Axis 3 note, or why Axis 3 cannot run ("" without an Axis 3 result)."""
+    return "" if cell.axis3 is None else cell.axis3.note
+
+
+def audit_row(cell: CellEvaluation) -> dict[str, Any]:
+    """The cells.csv / cells.json row of a cell, exact, in ``CELL_COLUMNS`` order
+    (monitor.audit.run): what leaves is :func:`monitor.publish.cells.published_audit_cell`
+    of it (small-cell rule applied, counts rounded)."""
+    r, tier, a2 = cell.result, cell.tier, cell.axis2
+    judged = _judged(cell)
+    return {
+        "model_id": r.model_id,
+        "metric": r.metric,
+        "attribute": r.attribute,
+        "value": float_or_none(r.value),
+        "point_verdict": r.point_verdict,
+        "dominant_verdict": r.dominant_verdict,
+        "vfr": float_or_none(r.vfr),
+        "sigma": _inf_word(float_or_none(r.sigma)),
+        "ci_low": float_or_none(r.ci_low),
+        "ci_high": float_or_none(r.ci_high),
+        "n_star": _inf_word(cell.n_star),
+        "kappa": float_or_none(cell.own_kappa),
+        "kappa_band": kappa_band(cell),
+        "failed_axes": _joined(tier.failed_axes),
+        "tier": tier.tier.value,
+        "partial": tier.partial,
+        "pending_axes": _joined(tier.pending_axes),
+        "threshold": r.threshold,
+        "direction": r.direction,
+        "n_pass": r.n_pass,
+        "K": r.K,
+        "resample_n": r.resample_n,
+        "cohort_n": r.window_n,
+        "groups_left_out": " ".join(r.groups_left_out),
+        "n_star_reached": None if a2 is None else a2.reached,
+        "kappa_degenerate": kappa_degenerate(cell),
+        "axis3_note": axis3_note(cell),
+        "min_denominator": float_or_none(r.min_denominator),
+        "n_undefined": r.n_undefined,
+        "evaluable": tier.evaluable,
+        "not_evaluable_reason": r.not_evaluable_reason,
+        "records_needed": r.evaluability.records_needed,
+        "records_needed_groups": " ".join(r.evaluability.records_needed_groups),
+        "kappa_reason": "" if judged is None else judged.reason,
+        "groups_evaluated": r.groups_evaluated,
+        "groups_total": r.groups_total,
+        "support_note": r.support_note,
+        "time_to_reliable": "" if a2 is None else a2.time_to_reliable,
+        "records_to_reliable": None if a2 is None else a2.records_to_reliable,
+    }
+
+
+def audit_cell_from_row(d: Mapping[str, Any]) -> CellEvaluation:
+    """A published cells.json row (``published_audit_cell``) as its cell: what
+    :func:`audit_row` wrote of it, the counts as published. A withheld row gives a cell
+    with its identity only (no figures: NaN; no record count: 0; Pending). Columns a row
+    of an earlier version lacks read as their absence meant (nothing: 0, "" or None).
+
+    >>> row = {"model_id": "m", "metric": "DI", "attribute": "race", "threshold": 0.8,
+    ...        "direction": "min", "K": 500, "groups_left_out": "", "groups_total": 5,
+    ...        "cohort_n": "<11"}
+    >>> c = audit_cell_from_row(row)
+    >>> c.withheld, c.tier.tier.value, c.result.K
+    (True, 'Pending', 500)
     """
-
-    model_id: str
-    metric: str
-    attribute: str
-    threshold: float
-    direction: str
-    K: int
-    groups_left_out: tuple[str, ...]
-    cohort_n: int | None
-    value: float  # NaN: undefined
-    point_verdict: str
-    dominant_verdict: str
-    vfr: float
-    sigma: float  # inf: zero spread of the replicates; NaN: undefined
-    ci_low: float
-    ci_high: float
-    n_pass: int
-    resample_n: int
-    min_denominator: float  # the fewest records any rate of the value rests on
-    tier: TierResult
-    n_star: float | None  # None: no Axis 2 result; inf: not reached below the cohort
-    n_star_reached: bool | None
-    kappa: float | None  # None: no Axis 3 result (or not applicable)
-    kappa_band: str | None  # "not applicable" without hospital ids
-    kappa_degenerate: bool | None
-    axis3_note: str
-    #: resamples whose value was undefined (left out of the VFR)
-    n_undefined: int = 0
-    #: not evaluable (tier Not-Evaluable): why, and what it would need (core.axis1)
-    not_evaluable_reason: str = ""
-    records_needed: int | None = None
-    records_needed_groups: tuple[str, ...] = ()
-    #: why the cell has no kappa although Axis 3 ran ("" otherwise)
-    kappa_reason: str = ""
-
-    @property
-    def evaluable(self) -> bool:
-        return self.tier.evaluable
-
-    #: groups whose rates entered ``value``, of the attribute's (issue 24)
-    groups_evaluated: int = 0
-    groups_total: int = 0
-    #: N* not reached: how long this volume needs (batch_axes.axis2.TimeToReliable)
-    time_to_reliable: str = ""
-    #: the cohort size that would reach N* (with time_to_reliable)
-    records_to_reliable: int | None = None
-
-    @property
-    def support_note(self) -> str:
-        """The support in words ("4 of 12 groups evaluated"; two groups; dozens)."""
-        return support_note(self.groups_evaluated, self.groups_total, self.min_denominator)
-
-    @property
-    def withheld(self) -> bool:
-        return not reportable(self.cohort_n)
-
-    def row(self) -> dict[str, Any]:
-        """The cells.csv / cells.json row, exact, in CELL_COLUMNS order: what leaves is
-        :func:`monitor.publish.cells.published_audit_cell` of it (small-cell rule applied,
-        counts rounded)."""
-        return {
-            "model_id": self.model_id,
-            "metric": self.metric,
-            "attribute": self.attribute,
-            "value": float_or_none(self.value),
-            "point_verdict": self.point_verdict,
-            "dominant_verdict": self.dominant_verdict,
-            "vfr": float_or_none(self.vfr),
-            "sigma": _inf_word(float_or_none(self.sigma)),
-            "ci_low": float_or_none(self.ci_low),
-            "ci_high": float_or_none(self.ci_high),
-            "n_star": _inf_word(self.n_star),
-            "kappa": float_or_none(self.kappa),
-            "kappa_band": self.kappa_band,
-            "failed_axes": _joined(self.tier.failed_axes),
-            "tier": self.tier.tier.value,
-            "partial": self.tier.partial,
-            "pending_axes": _joined(self.tier.pending_axes),
-            "threshold": self.threshold,
-            "direction": self.direction,
-            "n_pass": self.n_pass,
-            "K": self.K,
-            "resample_n": self.resample_n,
-            "cohort_n": self.cohort_n,
-            "groups_left_out": " ".join(self.groups_left_out),
-            "n_star_reached": self.n_star_reached,
-            "kappa_degenerate": self.kappa_degenerate,
-            "axis3_note": self.axis3_note,
-            "min_denominator": float_or_none(self.min_denominator),
-            "n_undefined": self.n_undefined,
-            "evaluable": self.evaluable,
-            "not_evaluable_reason": self.not_evaluable_reason,
-            "records_needed": self.records_needed,
-            "records_needed_groups": " ".join(self.records_needed_groups),
-            "kappa_reason": self.kappa_reason,
-            "groups_evaluated": self.groups_evaluated,
-            "groups_total": self.groups_total,
-            "support_note": self.support_note,
-            "time_to_reliable": self.time_to_reliable,
-            "records_to_reliable": self.records_to_reliable,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> AuditCell:
-        """The inverse of ``published_audit_cell``; a withheld row gives a cell with its
-        identity only."""
-        identity: dict[str, Any] = {
-            "model_id": str(d["model_id"]),
-            "metric": str(d["metric"]),
-            "attribute": str(d["attribute"]),
-            "threshold": float(d["threshold"]),
-            "direction": str(d["direction"]),
-            "K": int(d["K"]),
-            "groups_left_out": _split(d.get("groups_left_out"), " "),
-            "groups_total": int(d.get("groups_total") or 0),
-        }
-        if d.get("cohort_n") == SMALL_CELL_LABEL or d.get("cohort_n") is None:
-            return cls(
-                **identity, cohort_n=None, value=math.nan, point_verdict="",
-                dominant_verdict="", vfr=math.nan, sigma=math.nan, ci_low=math.nan,
-                ci_high=math.nan, n_pass=0, resample_n=0, min_denominator=math.nan,
-                tier=TierResult(Tier.PENDING, (), (), ()), n_star=None, n_star_reached=None,
-                kappa=None, kappa_band=None, kappa_degenerate=None, axis3_note="",
-            )  # fmt: skip
-        partial = d.get("partial") in (True, "True", "true")
-        return cls(
-            **identity,
-            cohort_n=int(d["cohort_n"]),
-            value=as_float(d.get("value")),
-            point_verdict=str(d["point_verdict"]),
-            dominant_verdict=str(d["dominant_verdict"]),
-            vfr=as_float(d.get("vfr")),
-            sigma=as_float(d.get("sigma")),
-            ci_low=as_float(d.get("ci_low")),
-            ci_high=as_float(d.get("ci_high")),
-            n_pass=int(d["n_pass"]),
-            resample_n=int(d["resample_n"]),
-            min_denominator=as_float(d.get("min_denominator")),
-            tier=TierResult(
-                Tier(d["tier"]),
-                _split(d.get("failed_axes")),
-                _split(d.get("pending_axes")),
-                ("axis3",) if partial else (),
-                str(d.get("not_evaluable_reason") or ""),
-            ),
-            n_star=_none_or_float(d.get("n_star")),
-            n_star_reached=d.get("n_star_reached"),
-            kappa=_none_or_float(d.get("kappa")),
-            kappa_band=d.get("kappa_band"),
-            kappa_degenerate=d.get("kappa_degenerate"),
-            axis3_note=str(d.get("axis3_note") or ""),
+    identity: dict[str, Any] = {
+        "model_id": str(d["model_id"]),
+        "metric": str(d["metric"]),
+        "attribute": str(d["attribute"]),
+        "threshold": float(d["threshold"]),
+        "direction": str(d["direction"]),
+        "K": int(d["K"]),
+    }
+    left_out = _split(d.get("groups_left_out"), " ")
+    groups_total = int(d.get("groups_total") or 0)
+    if d.get("cohort_n") == SMALL_CELL_LABEL or d.get("cohort_n") is None:
+        nan = math.nan
+        nothing = CellResult(
+            **identity, window_n=0, resample_n=0, groups_left_out=left_out,
+            groups_left_out_point=(), raw=Estimate(nan, "", 0, nan, ""), evaluability=EVALUABLE,
+            groups_total=groups_total,
+        )  # fmt: skip
+        return CellEvaluation(nothing, TierResult(Tier.PENDING, (), (), ()))
+    partial = d.get("partial") in (True, "True", "true")
+    reason = str(d.get("not_evaluable_reason") or "")
+    tier = TierResult(
+        Tier(d["tier"]), _split(d.get("failed_axes")), _split(d.get("pending_axes")),
+        ("axis3",) if partial else (), reason,
+    )  # fmt: skip
+    result = CellResult(
+        **identity,
+        window_n=int(d["cohort_n"]),
+        resample_n=int(d["resample_n"]),
+        groups_left_out=left_out,
+        groups_left_out_point=(),
+        raw=Estimate(
+            as_float(d.get("value")), str(d["point_verdict"]), int(d["n_pass"]),
+            as_float(d.get("vfr")), str(d["dominant_verdict"]), as_float(d.get("sigma")),
+            ci_low=as_float(d.get("ci_low")), ci_high=as_float(d.get("ci_high")),
             n_undefined=int(d.get("n_undefined") or 0),
-            not_evaluable_reason=str(d.get("not_evaluable_reason") or ""),
-            records_needed=_int_or_none(d.get("records_needed")),
-            records_needed_groups=_split(d.get("records_needed_groups"), " "),
-            kappa_reason=str(d.get("kappa_reason") or ""),
-            groups_evaluated=int(d.get("groups_evaluated") or 0),
-            time_to_reliable=str(d.get("time_to_reliable") or ""),
-            records_to_reliable=_int_or_none(d.get("records_to_reliable")),
-        )
+        ),
+        evaluability=Evaluability(
+            tier.evaluable, reason, _int_or_none(d.get("records_needed")),
+            _split(d.get("records_needed_groups"), " "),
+        ),
+        min_denominator=as_float(d.get("min_denominator")),
+        groups_evaluated=int(d.get("groups_evaluated") or 0),
+        groups_total=groups_total,
+    )
+    n_star = _none_or_float(d.get("n_star"))
+    axis2 = None
+    if n_star is not None:
+        to_reliable = str(d.get("time_to_reliable") or "")
+        axis2 = Axis2Outcome(n_star, to_reliable, _int_or_none(d.get("records_to_reliable")))
+    return CellEvaluation(result, tier, axis2, _axis3_from_row(d, tier.evaluable))
+
+
+def read_withheld(cell: CellEvaluation) -> bool:
+    """Whether a cell read back by :func:`audit_cell_from_row` came from a withheld row (its
+    identity only, no records). A shown row's cohort is rounded from 11 records or more, so
+    it reads back as 10 at least, and stays shown.
+
+    >>> row = {"model_id": "m", "metric": "DI", "attribute": "race", "threshold": 0.8,
+    ...        "direction": "min", "K": 500, "cohort_n": "<11"}
+    >>> read_withheld(audit_cell_from_row(row))
+    True
+    """
+    return cell.result.window_n == 0
+
+
+def _axis3_from_row(d: Mapping[str, Any], evaluable: bool) -> Axis3Outcome | None:
+    """Axis 3's outcome as far as a row shows it: a cell without a verdict shows none of
+    Axis 3 but its note."""
+    band, note = d.get("kappa_band"), str(d.get("axis3_note") or "")
+    if band == "not applicable":
+        return Axis3Outcome(False, note=note)
+    if not evaluable or band is None:
+        return Axis3Outcome(True, note=note) if note else None
+    return Axis3Outcome(
+        True, as_float(d.get("kappa")), str(band), d.get("kappa_degenerate"),
+        str(d.get("kappa_reason") or ""), note,
+    )  # fmt: skip

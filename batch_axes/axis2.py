@@ -69,6 +69,7 @@ from monitor.core.metrics import (
     tallies_from_table,
 )
 from monitor.core.numbers import as_float, finite_or_none
+from monitor.core.results import Axis2Outcome
 
 #: docs/method.md section 4 size grid.
 DEFAULT_SIZES: tuple[int, ...] = (1_000, 2_000, 5_000, 10_000, 25_000, 50_000, 100_000)
@@ -175,6 +176,13 @@ class Axis2Cell:
     def n_star_text(self) -> str:
         """N* for people: the size, or "not reached below the cohort size"."""
         return str(int(self.n_star)) if self.reached else NOT_REACHED
+
+    def outcome(self) -> Axis2Outcome:
+        """What this result says of its cell, as the cell carries it (its tier reads N*)."""
+        t = self.to_reliable
+        return Axis2Outcome(
+            self.n_star, "" if t is None else t.text, None if t is None else t.records_needed
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (strict JSON: no NaN or Infinity tokens).

@@ -42,6 +42,7 @@ from monitor.config import MIN_GROUP_SUPPORT, AttributeConfig, MetricRule
 from monitor.core.metrics import METRICS, Tallies, passes
 from monitor.core.numbers import as_float, float_or_none
 from monitor.core.privacy import SMALL_CELL_LABEL, reportable, rounded_count
+from monitor.core.results import Axis3Outcome
 
 #: docs/method.md section 9 defaults.
 DEFAULT_FOLDS = 20
@@ -516,6 +517,18 @@ class Axis3Result:
             if c.metric == metric and c.attribute == attribute:
                 return c
         raise KeyError((metric, attribute))
+
+    def outcome(self, metric: str, attribute: str) -> Axis3Outcome:
+        """What this result says of one cell, as the cell carries it: not applicable, no
+        kappa for it (a cell this result did not judge), or its kappa and band; with the
+        model's note, or why Axis 3 cannot run."""
+        note = self.note or self.reason or ""
+        if not self.applicable:
+            return Axis3Outcome(False, note=note)
+        for c in self.cells:
+            if c.metric == metric and c.attribute == attribute:
+                return Axis3Outcome(True, c.kappa, c.band, c.degenerate, c.kappa_reason, note)
+        return Axis3Outcome(True, note=note)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: counts, verdicts and kappas only; no record values, no hospital ids."""

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from batch_axes.audit_cell import AuditCell
 from batch_axes.axis2 import Axis2Cell, axis2, with_time_to_reliable
 from batch_axes.axis3 import Axis3Result, axis3, axis3_from_counts, hospital_folds
 from batch_axes.cohort_counts import CohortCounts
@@ -47,12 +46,12 @@ from batch_axes.mppd_sample import (
     with_disparity_error,
 )
 from monitor.config import MetricRule, MonitorConfig
-from monitor.core.axis1 import CellResult
+from monitor.core.cell_result import CellResult
 from monitor.core.counts import CountTable
 from monitor.core.outcome_split import split_rules, split_tables_from_frame
 from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
+from monitor.core.results import CellEvaluation, axes_tier
 from monitor.core.tables import attribute_groups, tables_from_frame
-from monitor.core.tiers import cell_tier
 
 Tables = Mapping[tuple[str, str], CountTable]
 
@@ -183,61 +182,14 @@ def run_axis3_counts(
     return replace(base, metrics=base.metrics + part.metrics, cells=base.cells + part.cells)
 
 
-def combine_cell(
+def cell_with_axes(
     a1: CellResult, a2: Axis2Cell | None, a3: Axis3Result | None, config: MonitorConfig
-) -> AuditCell:
-    """One cells.csv row: the three axes of a cell and its tier."""
-    cell3 = a3.cell(a1.metric, a1.attribute) if a3 is not None and a3.applicable else None
-    applicable = a3 is None or a3.applicable
-    tier = cell_tier(
-        a1.vfr, a2.n_star if a2 else None, cell3.kappa if cell3 else None, applicable, config,
-        a1.not_evaluable_reason,
-    )  # fmt: skip
-    if not a1.evaluable:  # no kappa of its own either (docs/method.md section 2)
-        cell3 = None
-    return AuditCell(
-        model_id=a1.model_id,
-        metric=a1.metric,
-        attribute=a1.attribute,
-        threshold=a1.threshold,
-        direction=a1.direction,
-        K=a1.K,
-        groups_left_out=tuple(a1.groups_left_out),
-        cohort_n=a1.window_n,
-        value=a1.value,
-        point_verdict=a1.point_verdict,
-        dominant_verdict=a1.dominant_verdict,
-        vfr=a1.vfr,
-        sigma=a1.sigma,
-        ci_low=a1.ci_low,
-        ci_high=a1.ci_high,
-        n_pass=a1.n_pass,
-        resample_n=a1.resample_n,
-        min_denominator=a1.min_denominator,
-        tier=tier,
-        n_star=a2.n_star if a2 else None,
-        n_star_reached=a2.reached if a2 else None,
-        kappa=cell3.kappa if cell3 else None,
-        kappa_band=cell3.band if cell3 else _kappa_absent(a1, applicable),
-        kappa_degenerate=cell3.degenerate if cell3 else None,
-        axis3_note=(a3.note or a3.reason or "") if a3 is not None else "",
-        n_undefined=a1.n_undefined,
-        not_evaluable_reason=a1.not_evaluable_reason,
-        records_needed=a1.records_needed,
-        records_needed_groups=a1.records_needed_groups,
-        kappa_reason=cell3.kappa_reason if cell3 else "",
-        groups_evaluated=a1.groups_evaluated,
-        groups_total=a1.groups_total,
-        time_to_reliable=a2.to_reliable.text if a2 and a2.to_reliable else "",
-        records_to_reliable=a2.to_reliable.records_needed if a2 and a2.to_reliable else None,
-    )
-
-
-def _kappa_absent(a1: CellResult, applicable: bool) -> str | None:
-    """The kappa band of a cell without a kappa: none yet, or why there is none."""
-    if not a1.evaluable:
-        return "not evaluable"
-    return None if applicable else "not applicable"
+) -> CellEvaluation:
+    """One cell of an audit: its Axis 1 result, what Axis 2 and Axis 3 say of it (None: not
+    run) and the tier they give (:func:`monitor.core.results.axes_tier`, as the stream's)."""
+    o2 = None if a2 is None else a2.outcome()
+    o3 = None if a3 is None else a3.outcome(a1.metric, a1.attribute)
+    return CellEvaluation(a1, axes_tier(a1, o2, o3, config), o2, o3)
 
 
 def run_equilense(

@@ -14,7 +14,8 @@ audit, bit for bit (tests/batch_axes/test_table_engine.py).
 * Axis 2: :func:`batch_axes.runner.run_axis2` on the same tables, with each model's
   event-time span for the time to reliable;
 * Axis 3: :func:`batch_axes.runner.run_axis3_counts` on each model's per-hospital counts;
-* tiers: :func:`batch_axes.runner.combine_cell`, one cell at a time.
+* tiers: :func:`batch_axes.runner.cell_with_axes`, one cell at a time (the stream's tier
+  assembly, :func:`monitor.core.results.axes_tier`).
 
 EquiLense: its group metrics are functions of the tables and come with ``equilense=True``;
 its MPPD and individual-fairness gap compare records pair by pair, so this engine leaves
@@ -27,23 +28,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from batch_axes.audit_cell import AuditCell
 from batch_axes.audit_tables import AuditTables
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import EquiLenseResult
 from batch_axes.runner import (
     Tables,
-    combine_cell,
+    cell_with_axes,
     run_axis2,
     run_axis3_counts,
     run_equilense_groups,
 )
 from monitor.config import MonitorConfig
 from monitor.config.engine import engine_options
-from monitor.core.axis1 import CellResult, run_axis1
+from monitor.core.axis1 import run_axis1
+from monitor.core.cell_result import CellResult
 from monitor.core.engine_options import EngineOptions
 from monitor.core.outcome_split import run_split, split_rules
+from monitor.core.results import CellEvaluation
 
 _T = TypeVar("_T")
 
@@ -71,7 +73,7 @@ class TableAudit:
     in Axis 1's order, Axis 3's notes per model, and EquiLense's group metrics when asked
     (None otherwise)."""
 
-    cells: list[AuditCell]
+    cells: list[CellEvaluation]
     notes: list[str] = field(default_factory=list)
     equilense: EquiLenseResult | None = None
 
@@ -100,7 +102,9 @@ def run_tables(
     # small-cell rule: a model with fewer than 11 records in the cohort shows "<11" in
     # place of every figure of its cells (where they are published: published_audit_cell)
     cells = [
-        combine_cell(c, a2_by.get((c.model_id, c.metric, c.attribute)), a3.get(c.model_id), config)
+        cell_with_axes(
+            c, a2_by.get((c.model_id, c.metric, c.attribute)), a3.get(c.model_id), config
+        )
         for c in a1
     ]
     eq = None

@@ -570,13 +570,13 @@ def tidy_cells(
         }  # fmt: skip
         if isinstance(published.figures, Shown):
             shown = published.figures.value
-            c = shown.cell
+            c, r = shown.cell, shown.cell.result
             row |= {
-                "value": _figure(c.value), "verdict": c.point_verdict,
-                "dominant_verdict": c.dominant_verdict, "vfr": _figure(c.vfr),
-                "n_star": _figure(c.n_star), "kappa": _figure(c.kappa),
+                "value": _figure(r.value), "verdict": r.point_verdict,
+                "dominant_verdict": r.dominant_verdict, "vfr": _figure(r.vfr),
+                "n_star": _figure(c.n_star), "kappa": _figure(c.own_kappa),
                 "tier": c.tier.tier.value, "partial": c.tier.partial,
-                "n": float(shown.cohort_n), "note": c.not_evaluable_reason or c.support_note,
+                "n": float(shown.cohort_n), "note": r.not_evaluable_reason or r.support_note,
                 "withheld": False,
             }  # fmt: skip
         else:  # fewer than 11 records in the model's cohort
@@ -621,7 +621,7 @@ class FrameAudit:
 
     #: the configuration the audit ran with (the CLI reads the same from :attr:`toml`)
     config: MonitorConfig
-    #: the engine's report (AuditCell objects, EquiLense, timings, notes)
+    #: the engine's report (its cells, EquiLense, timings, notes)
     audit: AuditReport = field(repr=False)
     #: one row per (model, metric, attribute): :data:`TIDY_COLUMNS`
     cells: pd.DataFrame = field(repr=False)

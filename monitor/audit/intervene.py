@@ -31,8 +31,8 @@ from typing import Any, TextIO
 import numpy as np
 import pandas as pd
 
-from batch_axes.audit_cell import AuditCell
-from batch_axes.runner import combine_cell, run_axis2, run_axis3
+from batch_axes.audit_cell import audit_cell_from_row
+from batch_axes.runner import cell_with_axes, run_axis2, run_axis3
 from monitor.audit.input_mapping import AuditInputError, read_cohort_file
 from monitor.audit.interventions import (
     GroupCodes,
@@ -53,6 +53,7 @@ from monitor.audit.interventions import (
 from monitor.audit.run import CELL_COLUMNS
 from monitor.config import MonitorConfig
 from monitor.core.counts import CountTable
+from monitor.core.results import CellEvaluation
 from monitor.core.tables import grid_groups
 from monitor.publish.cells import published_audit_cell
 from monitor.publish.counts import published_family, published_size, rounded_rate
@@ -277,7 +278,7 @@ class BaselineResult:
     tiers: dict[str, int]
     #: attribute -> group -> selection rate ("<11" for a group of fewer than 11 records)
     selection_rate: dict[str, dict[str, float | str | None]]
-    cells: tuple[AuditCell, ...]
+    cells: tuple[CellEvaluation, ...]
     acc_cost_pp: float | None = None  # accuracy cost against B1, in points
 
     def to_dict(self) -> dict[str, Any]:
@@ -288,7 +289,7 @@ class BaselineResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BaselineResult:
         kw: dict[str, Any] = {f.name: d.get(f.name) for f in fields(cls)}
-        kw["cells"] = tuple(AuditCell.from_dict(c) for c in d.get("cells") or ())
+        kw["cells"] = tuple(audit_cell_from_row(c) for c in d.get("cells") or ())
         return cls(**kw)
 
 
@@ -331,13 +332,14 @@ def evaluate(
         frame = pd.DataFrame({"label": y, "decision": decisions, "score": scores,
                               "hospital_id": part.hospital_id, **part.columns})  # fmt: skip
         a3 = run_axis3(model_id, frame, config)
-    cells = [combine_cell(c, a2.get((c.metric, c.attribute)), a3, config) for c in cells1]
+    cells = [cell_with_axes(c, a2.get((c.metric, c.attribute)), a3, config) for c in cells1]
     # not-evaluable cells have no VFR or kappa: the summaries are over the evaluable ones
-    vfr = np.array([c.vfr for c in cells if c.evaluable] or [math.nan])
+    vfr = np.array([c.result.vfr for c in cells if c.tier.evaluable] or [math.nan])
     kappas: dict[str, float] = {}
     for c in cells:
-        if c.kappa is not None and not math.isnan(c.kappa):
-            kappas[c.metric] = c.kappa
+        k = c.own_kappa
+        if k is not None and not math.isnan(k):
+            kappas[c.metric] = k
     tiers = {t: sum(c.tier.tier.value == t for c in cells) for t in TIERS}
     n_pass = sum(di_passes(d, target) for d in di.values())
     auroc = roc_auc_score(y, scores) if len(np.unique(y)) == 2 else math.nan
@@ -494,7 +496,7 @@ def run_interventions(
                            for v in di.values()),
         })  # fmt: skip
 
-    by_cell = {b: {(c.metric, c.attribute): c for c in r.cells}
+    by_cell = {b: {(c.metric, c.attribute): c.result for c in r.cells}
                for b, r in zip(BASELINES, rows, strict=True)}  # fmt: skip
     movement = [
         {"metric": k[0], "attribute": k[1],

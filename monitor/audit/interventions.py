@@ -24,7 +24,8 @@ import numpy as np
 
 from monitor.config import MIN_GROUP_SUPPORT, MonitorConfig
 from monitor.config.engine import engine_options
-from monitor.core.axis1 import CellResult, run_axis1
+from monitor.core.axis1 import run_axis1
+from monitor.core.cell_result import CellResult
 from monitor.core.counts import CountTable
 
 #: Pass-rule tolerance, as in monitor.core.metrics.passes.

@@ -22,7 +22,6 @@ from typing import Any, TextIO
 
 import pandas as pd
 
-from batch_axes.audit_cell import AuditCell
 from batch_axes.audit_tables import audit_tables_from_frame
 from batch_axes.equilense import EquiLenseResult
 from batch_axes.runner import run_equilense
@@ -30,6 +29,7 @@ from batch_axes.table_engine import run_tables
 from monitor.audit.input_errors import left_out_lines
 from monitor.audit.input_mapping import AuditCohort, load_audit_cohort
 from monitor.config import MonitorConfig
+from monitor.core.results import CellEvaluation
 from monitor.publish.audit import PublishedAudit, audit_value, cells_json
 from monitor.publish.encode import csv_row, equilense_json
 from monitor.publish.rule import SMALL_CELL_LABEL
@@ -50,7 +50,7 @@ CELL_COLUMNS = (
 class AuditReport:
     """Everything an audit produced, ready to be written or inspected."""
 
-    cells: list[AuditCell]
+    cells: list[CellEvaluation]
     equilense: EquiLenseResult
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -183,14 +183,15 @@ def format_summary(report: AuditReport) -> str:
                 f"{SMALL_CELL_LABEL:>9}{SMALL_CELL_LABEL:>8}  {SMALL_CELL_LABEL}"
             )
             continue
-        value = "undef" if math.isnan(c.value) else f"{c.value:.3f}"
+        r, k = c.result, c.own_kappa
+        value = "undef" if math.isnan(r.value) else f"{r.value:.3f}"
         n_star = c.n_star if c.n_star is None or math.isinf(c.n_star) else int(c.n_star)
-        kappa = "n/a" if c.kappa is None else "n/e" if math.isnan(c.kappa) else f"{c.kappa:.2f}"
+        kappa = "n/a" if k is None else "n/e" if math.isnan(k) else f"{k:.2f}"
         tier = c.tier.tier.value + (" (partial)" if c.tier.partial else "")
-        verdict, vfr = c.dominant_verdict, f"{c.vfr:>7.3f}"
-        if not c.evaluable:  # no verdict, VFR or tier: the reason instead
+        verdict, vfr = r.dominant_verdict, f"{r.vfr:>7.3f}"
+        if not c.tier.evaluable:  # no verdict, VFR or tier: the reason instead
             verdict, vfr, kappa = "n/e", f"{'-':>7}", "-"
-            tier += f": {c.not_evaluable_reason}"
+            tier += f": {r.not_evaluable_reason}"
         lines.append(
             f"{c.model_id[:13]:<14}{c.metric:<8}{c.attribute:<{w}}{value:>8} "
             f"{verdict:>8}{vfr}{n_star!s:>9}{kappa:>8}  {tier}"

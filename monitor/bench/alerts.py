@@ -63,6 +63,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.core.results import CellEvaluation
 from monitor.data.cohort import DRIFT_START
 from monitor.service.exporter import Exporter, StateSnapshot
+from monitor.store.codec import evaluation_from_json
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = (
@@ -128,7 +129,7 @@ def read_evaluations(
         ).fetchone()
     out: dict[str, dict[int, list[CellEvaluation]]] = defaultdict(lambda: defaultdict(list))
     for model, evaluation, result in rows:
-        out[model][int(evaluation)].append(CellEvaluation.from_dict(orjson.loads(result)))
+        out[model][int(evaluation)].append(evaluation_from_json(orjson.loads(result)))
     if not out:
         raise ValueError(f"{db}: window_results is empty (no evaluation to replay)")
     at: dict[str, dict[int, pd.Timestamp]] = defaultdict(dict)

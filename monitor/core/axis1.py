@@ -34,13 +34,20 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import numba
 import numpy as np
 
 from monitor.core import sampling
+from monitor.core.cell_result import (
+    EVALUABLE,
+    CellResult,
+    Estimate,
+    Evaluability,
+    verdict_word,
+)
 from monitor.core.counts import HI_SCALE, LO_SCALE, CountTable
 from monitor.core.drivers import (
     MAX_ONLY,
@@ -67,139 +74,12 @@ from monitor.core.metrics import (
 from monitor.core.pooling import POOLABLE, PoolingSpec, pooled_metric
 from monitor.core.privacy import intersection_parts, linked_withheld
 
-#: The verdict word of a cell that has none (docs/method.md section 2, revised 2026-12-01).
-NOT_EVALUABLE = "not_evaluable"
+_NAN = math.nan
 
 #: A cell whose value is defined on the window but undefined in more than this share of
 #: its K resamples is not evaluable: its flip rate would rest on the few resamples that
 #: happen to be defined (docs/decisions.md, "Undefined is not a verdict").
 MAX_UNDEFINED_SHARE = 0.5
-
-#: The kind of record a metric's denominators count (for "up to 15 more positives").
-NEEDED_KIND = {
-    "EOPP": "positives",
-    "EOD": "positives or negatives",
-    "PP": "flagged records (decision 1)",
-}
-
-
-@dataclass(frozen=True)
-class CellResult:
-    """Everything Axis 1 says about one (model, metric, attribute) cell."""
-
-    model_id: str
-    metric: str
-    attribute: str
-    threshold: float
-    direction: str
-    value: float  # point estimate on the whole window (NaN: undefined)
-    point_verdict: str  # "pass" / "fail"; "not_evaluable" when the cell is not evaluable
-    n_pass: int  # passing resamples among the defined ones
-    K: int
-    vfr: float  # over the defined resamples; NaN when the cell is not evaluable
-    dominant_verdict: str  # "pass" / "fail" (a tie is "fail"); or "not_evaluable"
-    sigma: float  # |mean(M) - tau| / sd(M); inf when sd is 0
-    mean: float
-    sd: float
-    ci_low: float
-    ci_high: float
-    n_undefined: int  # resamples whose value was undefined (no verdict: left out of VFR)
-    window_n: int
-    resample_n: int
-    groups_left_out: tuple[str, ...]  # too few records in the resample
-    groups_left_out_point: tuple[str, ...]  # too few records in the window
-    #: the smallest denominator among the rates that entered ``value`` (positives for
-    #: TPR, negatives for FPR, flagged for PPV, records otherwise); NaN when undefined
-    min_denominator: float = math.nan
-    #: False when the cell carries no verdict, VFR or tier: the value is undefined on the
-    #: window, or in more than MAX_UNDEFINED_SHARE of the resamples
-    evaluable: bool = True
-    #: why not, in words ("" when evaluable)
-    not_evaluable_reason: str = ""
-    #: more window records (of the kind the reason names) that would make the value
-    #: defined: an upper bound rounded up to 5; None when evaluable or not a matter of counts
-    records_needed: int | None = None
-    #: the groups those records are needed in
-    records_needed_groups: tuple[str, ...] = ()
-
-    # What drives the disparity (monitor.core.drivers), set only for a defined cell that
-    # fails or flips; privacy rules already applied (None / NaN: withheld or not set).
-    driver_rate: str | None = None  # the per-group rate compared: SR, TPR, FPR, PPV, ...
-    low_group: str | None = None  # the group with the lowest rate in the point estimate
-    high_group: str | None = None
-    low_rate: float = math.nan  # rounded to 2 decimals
-    high_rate: float = math.nan
-    low_share: float = math.nan  # share of the K resamples in which low_group is lowest
-    high_share: float = math.nan
-    low_withheld: bool = False  # the lowest group is withheld: "a small group"
-    high_withheld: bool = False
-    #: (group, share of resamples lowest, share highest) of every shown group
-    extreme_shares: tuple[tuple[str, float, float], ...] = ()
-    #: the shown combined groups within low_group, (name, rate), from the tables of the
-    #: intersections that contain this attribute in the same grid (none: no such table)
-    low_subgroups: tuple[tuple[str, float], ...] = ()
-    # Pooled estimates (monitor.core.pooling), for pooled attributes and metrics only.
-    pooled_value: float = math.nan
-    pooled_point_verdict: str | None = None
-    pooled_n_pass: int | None = None
-    pooled_vfr: float = math.nan
-    pooled_dominant_verdict: str | None = None
-    pooled_ci_low: float = math.nan
-    pooled_ci_high: float = math.nan
-    pooled_strength: float = math.nan  # prior strength (records) of the point estimate
-    #: what the verdict fields above rest on: "raw" (the method) or "pooled" (configured)
-    verdict_basis: str = "raw"
-    # With verdict_basis "pooled", the raw figures the verdict fields would have held.
-    raw_value: float = math.nan
-    raw_point_verdict: str | None = None
-    raw_n_pass: int | None = None
-    raw_vfr: float = math.nan
-    raw_dominant_verdict: str | None = None
-
-    #: groups whose rates entered ``value`` (every denominator of the metric at least
-    #: min_group_support in the window), of ``groups_total`` configured: "4 of 12 groups
-    #: evaluated" (issue 24: an intersection's cell says how thin it is)
-    groups_evaluated: int = 0
-    groups_total: int = 0
-
-    def stable(self, tau_vfr: float) -> bool:
-        """VFR <= tau; a cell that is not evaluable is not stable (it has no verdict)."""
-        return self.evaluable and self.vfr <= tau_vfr
-
-    def needs(self) -> str:
-        """What the cell would need to be evaluable, in words ("" when not a count).
-
-        >>> CellResult("m", "EOPP", "race", 0.1, "abs<=", math.nan, NOT_EVALUABLE, 0, 500,
-        ...     math.nan, NOT_EVALUABLE, math.nan, math.nan, math.nan, math.nan, math.nan, 500,
-        ...     1683, 1683, (), (), evaluable=False, records_needed=15,
-        ...     records_needed_groups=("Black",)).needs()
-        'up to 15 more positives in Black'
-        """
-        return needs_words(self.metric, self.records_needed, self.records_needed_groups)
-
-    def to_dict(self) -> dict[str, Any]:
-        # what asdict() gives (every field is a scalar or a tuple of str), without its
-        # recursive deep copy, which cost more than the rest of writing a result
-        d = {f: getattr(self, f) for f in _CELL_FIELDS}
-        d["groups_left_out"] = list(self.groups_left_out)
-        d["groups_left_out_point"] = list(self.groups_left_out_point)
-        d["records_needed_groups"] = list(self.records_needed_groups)
-
-        d["extreme_shares"] = [list(x) for x in self.extreme_shares]
-        d["low_subgroups"] = [list(x) for x in self.low_subgroups]
-        return d
-
-
-_CELL_FIELDS = tuple(f.name for f in fields(CellResult))
-
-
-def needs_words(metric: str, needed: int | None, groups: Sequence[str]) -> str:
-    """ "up to 15 more positives in Black": what a not-evaluable cell needs ("" if not a count)."""
-    if needed is None:
-        return ""
-    kind = NEEDED_KIND.get(metric, "records")
-    return f"up to {needed} more {kind} in {' and '.join(groups)}"
-
 
 # ----------------------------------------------------------------------------- allocation
 def allocate_resample(stratum_counts: np.ndarray, size: int) -> np.ndarray:
@@ -546,19 +426,6 @@ def percentiles_of_sorted(
 
 
 # ----------------------------------------------------------------------------- evaluable
-@dataclass(frozen=True)
-class Evaluability:
-    """Whether a cell carries a verdict, and if not why and what it would need."""
-
-    evaluable: bool
-    reason: str = ""
-    records_needed: int | None = None
-    records_needed_groups: tuple[str, ...] = ()
-
-
-EVALUABLE = Evaluability(True)
-
-
 def evaluability(
     metric: str,
     attribute: str,
@@ -650,13 +517,6 @@ def _prepare(
         table.group_counts() >= min_support,
         min_support,
     )
-
-
-def verdict_word(flag: bool, evaluable: bool = True) -> str:
-    """'pass' / 'fail', or 'not_evaluable' for a cell that carries no verdict."""
-    if not evaluable:
-        return NOT_EVALUABLE
-    return "pass" if flag else "fail"
 
 
 def evaluate_axis1(
@@ -776,7 +636,7 @@ def with_subgroups(
                     continue
                 subs.extend(_subgroups_of(c, tables[(model, attr)], inter, min_group_support,
                                           linked.get((model, attr), frozenset())))  # fmt: skip
-        out.append(replace(c, low_subgroups=tuple(subs)) if subs else c)
+        out.append(c.with_low_subgroups(tuple(subs)) if subs else c)
     return out
 
 
@@ -813,8 +673,8 @@ def _evaluate_stacks(
     Why the per-cell part is written as it is: it runs once per cell (hundreds per
     evaluation) in Python, so what depends on the table only (its facts, the groups its
     drivers withhold) is computed once per table, the stack's arrays are turned into lists
-    once per metric, and cells are made by :func:`_whole_cell` from a copy of each
-    table's fields (``bench axis1``)."""
+    once per metric, and each cell's parts (its estimate, evaluability, drivers) are built
+    once and passed to the cell as they are (``bench axis1``)."""
     results: dict[tuple[int, str], CellResult] = {}
     for key, members in stacks.items():
         boot = drawn(key)
@@ -825,8 +685,7 @@ def _evaluate_stacks(
         support = np.stack([p.support for p in tables])  # (M, G)
         support_pt = np.stack([p.support_point for p in tables])
         ms = tables[0].min_support
-        # every field of a table's cells in order, defaults and the table's facts set
-        bases = [{**_CELL_TEMPLATE, **_table_facts(p, K)} for p in tables]
+        facts = [_table_facts(p) for p in tables]
 
         def withheld_of(tables: list[_Prepared] = tables) -> list[frozenset[str]]:
             return [_size_withheld(p) for p in tables]
@@ -853,7 +712,7 @@ def _evaluate_stacks(
                 if spec is not None
                 else None
             )
-            same = {"metric": rule.name, "threshold": rule.threshold, "direction": rule.direction}
+            name, threshold, direction = rule.name, rule.threshold, rule.direction
             evaluable, n_undefined = col["evaluable"], col["n_undefined"]
             n_pass, vfr, dominant_pass = col["n_pass"], col["vfr"], col["dominant_pass"]
             sigma, mean, sd = col["sigma"], col["mean"], col["sd"]
@@ -863,37 +722,27 @@ def _evaluate_stacks(
                 if evaluable[row] and not math.isnan(value):
                     ev = EVALUABLE  # the common case: no tallies to build
                 else:
-                    ev = _evaluability(rule.name, tables[row], value, n_undefined[row], K)
+                    ev = _evaluability(name, tables[row], value, n_undefined[row], K)
                 ok = ev.evaluable
-                cell = {
-                    **bases[row],
-                    **same,
-                    "value": value,
-                    "point_verdict": verdict_word(pp[row], ok),
-                    "n_pass": n_pass[row],
-                    "vfr": vfr[row] if ok else math.nan,
-                    "dominant_verdict": verdict_word(dominant_pass[row], ok),
-                    "sigma": sigma[row] if ok else math.nan,
-                    "mean": mean[row],
-                    "sd": sd[row],
-                    "ci_low": ci_low[row],
-                    "ci_high": ci_high[row],
-                    "n_undefined": n_undefined[row],
-                    "min_denominator": float(min_den[row]),
-                    "evaluable": ok,
-                    "not_evaluable_reason": ev.reason,
-                    "records_needed": ev.records_needed,
-                    "records_needed_groups": ev.records_needed_groups,
-                    "groups_evaluated": int(n_eval[row]),
-                }
+                raw = Estimate(
+                    value, verdict_word(pp[row], ok), n_pass[row], vfr[row] if ok else _NAN,
+                    verdict_word(dominant_pass[row], ok), sigma[row] if ok else _NAN, mean[row],
+                    sd[row], ci_low[row], ci_high[row], n_undefined[row],
+                )  # fmt: skip
                 # a cell that is not evaluable has no disparity to explain or pool
-                if ok:
-                    cell.update(driver_fields(drivers.get(row)))
-                results[(i, rule.name)] = _whole_cell(cell, check=not row)
+                pooled_estimate, basis = None, "raw"
                 if pooled is not None and ok:
-                    results[(i, rule.name)] = with_pooled(
-                        results[(i, rule.name)], pooled, row, pooled_verdict
-                    )
+                    pooled_estimate = _pooled_estimate(pooled, row, pooled_verdict)
+                    if pooled_verdict:
+                        raw, basis = raw.beside_verdict(), "pooled"
+                t = tables[row]
+                window_n, resample_n, left_out, left_out_point, groups_total = facts[row]
+                results[(i, name)] = CellResult(
+                    t.model_id, name, t.attribute, threshold, direction, K, window_n,
+                    resample_n, left_out, left_out_point, raw, ev, float(min_den[row]),
+                    int(n_eval[row]), groups_total, drivers.get(row) if ok else None,
+                    pooled_estimate, basis,
+                )  # fmt: skip
     return results
 
 
@@ -910,18 +759,13 @@ def _point_tallies(tables: Sequence[_Prepared]) -> Tallies:
     )
 
 
-def _table_facts(p: _Prepared, K: int) -> dict[str, Any]:
-    """The CellResult fields that depend on the table only (the same for every metric)."""
-    return {
-        "model_id": p.model_id,
-        "attribute": p.attribute,
-        "K": K,
-        "window_n": p.table.n,
-        "resample_n": int(p.sizes.sum()),
-        "groups_left_out": left_out_groups(p.table.groups, p.support),
-        "groups_left_out_point": left_out_groups(p.table.groups, p.support_point),
-        "groups_total": len(p.table.groups),
-    }
+def _table_facts(p: _Prepared) -> tuple[int, int, tuple[str, ...], tuple[str, ...], int]:
+    """A table's facts its cells share whatever the metric: (window records, resampled
+    records, groups left out of the resample and of the window, configured groups)."""
+    return (
+        p.table.n, int(p.sizes.sum()), left_out_groups(p.table.groups, p.support),
+        left_out_groups(p.table.groups, p.support_point), len(p.table.groups),
+    )  # fmt: skip
 
 
 def _size_withheld(p: _Prepared) -> frozenset[str]:
@@ -945,39 +789,6 @@ def _once(make: Callable[[], list[_T]]) -> Callable[[], list[_T]]:
     return get
 
 
-#: Every field of a CellResult in order, with its default (``_REQUIRED``: none).
-_REQUIRED = object()
-_CELL_TEMPLATE = {
-    f.name: _REQUIRED if f.default is MISSING else f.default for f in fields(CellResult)
-}
-
-
-def _new_cell(values: Mapping[str, Any]) -> CellResult:
-    """``CellResult(**values)`` without the generated ``__init__``. Why: a frozen
-    dataclass sets each of its ~60 fields through ``object.__setattr__``; for the
-    hundreds of cells of an evaluation that cost ~5 % of the engine's random draws
-    (``bench axis1``). The object is the same: every field set, in field order, defaults
-    for the ones not given; an unknown or missing field is refused as ``__init__`` would."""
-    return _whole_cell({**_CELL_TEMPLATE, **values}, check=True)
-
-
-def _whole_cell(values: dict[str, Any], check: bool) -> CellResult:
-    """The CellResult of ``values``, a dict started from a copy of ``_CELL_TEMPLATE`` (every
-    field in order), which the cell takes over as its own. Why: the engine starts each
-    table's cells from one copy of the template with the table's facts, rather than
-    copying the template and checking the fields in every cell (:func:`_new_cell`). An
-    unknown field is refused always, a missing one when ``check`` (the engine checks one
-    cell of each metric and stack: all its cells are made of the same keys)."""
-    if len(values) != len(_CELL_TEMPLATE):
-        raise TypeError(f"CellResult has no field {sorted(set(values) - set(_CELL_TEMPLATE))}")
-    if check and any(v is _REQUIRED for v in values.values()):
-        missing = sorted(k for k, v in values.items() if v is _REQUIRED)
-        raise TypeError(f"CellResult needs {missing}")
-    cell = object.__new__(CellResult)
-    object.__setattr__(cell, "__dict__", values)
-    return cell
-
-
 def _evaluability(metric: str, p: _Prepared, point_value: float, n_undefined: int, K: int
                   ) -> Evaluability:  # fmt: skip
     scale = float(p.sizes.sum()) / p.table.n if p.table.n else 1.0
@@ -995,47 +806,34 @@ def _pooled(
     boot: Tallies,
     support: np.ndarray,
     ms: int,
-) -> dict[str, np.ndarray]:
-    """The pooled point values, strengths and bootstrap summary of a stack (per row):
-    the shrinkage is recomputed inside every resample."""
+) -> dict[str, list[Any]]:
+    """The pooled point values, strengths and bootstrap summary of a stack (per row, as
+    lists): the shrinkage is recomputed inside every resample."""
     values, _ = pooled_metric(rule.name, boot, spec, support[:, None, :], ms)
     point_values, strength = pooled_metric(rule.name, point, spec, support_pt, ms)
     summary = summarise_draws(values, rule.threshold, rule.direction)
     summary["value"] = point_values
     summary["point_pass"] = passes(point_values, rule.threshold, rule.direction)
     summary["strength"] = strength
-    return summary
+    return {k: np.asarray(v).tolist() for k, v in summary.items()}
 
 
-def with_pooled(
-    r: CellResult, pooled: Mapping[str, np.ndarray], row: int, verdict: bool
-) -> CellResult:
-    """``r`` with its pooled estimate beside it; with ``verdict``, the pooled estimate in
-    the verdict fields and the raw one in ``raw_*``."""
-    pv = {
-        "value": float(pooled["value"][row]),
-        "point_verdict": verdict_word(bool(pooled["point_pass"][row])),
-        "n_pass": int(pooled["n_pass"][row]),
-        "vfr": float(pooled["vfr"][row]),
-        "dominant_verdict": verdict_word(bool(pooled["dominant_pass"][row])),
-        "ci_low": float(pooled["ci_low"][row]),
-        "ci_high": float(pooled["ci_high"][row]),
-    }
-    extra: dict[str, Any] = {f"pooled_{k}": v for k, v in pv.items()}
-    extra["pooled_strength"] = float(pooled["strength"][row])
-    if verdict:
-        extra.update({f"raw_{k}": getattr(r, k) for k in _VERDICT_FIELDS})
-        extra.update({k: pv[k] for k in _VERDICT_FIELDS})
-        extra.update(
-            sigma=float(pooled["sigma"][row]), mean=float(pooled["mean"][row]),
-            sd=float(pooled["sd"][row]), ci_low=pv["ci_low"], ci_high=pv["ci_high"],
-            n_undefined=int(pooled["n_undefined"][row]), verdict_basis="pooled",
+def _pooled_estimate(pooled: Mapping[str, list[Any]], row: int, verdict: bool) -> Estimate:
+    """Row ``row``'s pooled estimate; with its spread only when it carries the verdict
+    (beside a raw verdict, the stored form keeps its value, verdicts, VFR, interval and
+    strength)."""
+    p = {k: v[row] for k, v in pooled.items()}
+    if not verdict:
+        return Estimate(
+            p["value"], verdict_word(p["point_pass"]), p["n_pass"], p["vfr"],
+            verdict_word(p["dominant_pass"]), ci_low=p["ci_low"], ci_high=p["ci_high"],
+            strength=p["strength"],
         )  # fmt: skip
-    return replace(r, **extra)
-
-
-#: The verdict fields a pooled verdict replaces (and keeps as ``raw_*``).
-_VERDICT_FIELDS = ("value", "point_verdict", "n_pass", "vfr", "dominant_verdict")
+    return Estimate(
+        p["value"], verdict_word(p["point_pass"]), p["n_pass"], p["vfr"],
+        verdict_word(p["dominant_pass"]), p["sigma"], p["mean"], p["sd"], p["ci_low"],
+        p["ci_high"], p["n_undefined"], p["strength"],
+    )  # fmt: skip
 
 
 def _stack_drivers(
@@ -1069,18 +867,6 @@ def _stack_drivers(
     return stack_drivers(
         name, tables[0].table.groups, point, entered, boot, support, ms, rows, withheld()
     )
-
-
-def driver_fields(d: Drivers | None) -> dict[str, Any]:
-    """The CellResult fields of a cell's drivers (none: the defaults)."""
-    if d is None:
-        return {}
-    return {
-        "driver_rate": d.rate, "low_group": d.low_group, "high_group": d.high_group,
-        "low_rate": d.low_rate, "high_rate": d.high_rate, "low_share": d.low_share,
-        "high_share": d.high_share, "low_withheld": d.low_withheld,
-        "high_withheld": d.high_withheld, "extreme_shares": d.shares,
-    }  # fmt: skip
 
 
 def left_out_groups(groups: Sequence[str], support: np.ndarray) -> tuple[str, ...]:

@@ -152,14 +152,17 @@ def extreme_shares(rates: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np
     return is_lo.sum(axis=-2) / K, is_hi.sum(axis=-2) / K
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Drivers:
-    """The extremes of one cell as they may leave the service (privacy rules applied).
+    """The extremes of one cell as they may leave the service (privacy rules applied):
+    a part of :class:`monitor.core.cell_result.CellResult`.
 
     ``low_group``/``high_group`` are None when withheld (``*_withheld`` True) or when
     the cell has no extremes; rates are rounded to RATE_DECIMALS; ``shares`` lists
     (group, share of resamples lowest, share highest) for the shown groups that are
-    ever at an extreme.
+    ever at an extreme; ``subgroups`` the shown combined groups within ``low_group``,
+    (name, rate), from the intersection tables of the same grid that contain the
+    attribute (:func:`subgroup_extremes`; none: no such table).
     """
 
     rate: str
@@ -172,6 +175,7 @@ class Drivers:
     low_withheld: bool
     high_withheld: bool
     shares: tuple[tuple[str, float, float], ...]
+    subgroups: tuple[tuple[str, float], ...] = ()
 
 
 def size_withheld(

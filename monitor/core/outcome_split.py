@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from monitor.core.axis1 import CellResult, evaluate_axis1, run_axis1
+from monitor.core.axis1 import evaluate_axis1, run_axis1
+from monitor.core.cell_result import CellResult
 from monitor.core.counts import CountTable
 from monitor.core.engine_options import EngineOptions
 from monitor.core.method import MetricRule

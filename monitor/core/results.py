@@ -1,52 +1,99 @@
 """What one evaluation produces, as typed records that travel the whole data path.
 
-The pipeline makes them (:class:`EvaluationRecord` per hop, one :class:`CellEvaluation`
-per cell), the store writes them, the exporter reads them at scrape time and the API
-serves them. Conversion to and from JSON happens only at the edges (:meth:`to_dict`,
-:meth:`from_dict`), so no layer reads a result back through string keys.
+One cell with its axes and its tier is one :class:`CellEvaluation`, wherever it is made:
+the stream makes one per cell per hop (with :class:`EvaluationRecord` per hop), the offline
+audit one per cell of its cohort (``batch_axes.runner.audit_cells``). Its parts are the
+Axis 1 result (:class:`~monitor.core.cell_result.CellResult`), what Axis 2 and Axis 3 say
+of the cell (:class:`Axis2Outcome`, :class:`Axis3Outcome`; None: no result yet), the tier
+(:class:`~monitor.core.tiers.TierResult`, assembled by :func:`axes_tier` from those parts
+for both) and the certified verdict; the stream's debounce, release and coverage
+are the rest, at their "none" for an audit.
+
+The store writes a cell as :meth:`CellEvaluation.to_dict` and the audit as its cells.csv
+row (``batch_axes.audit_cell.audit_row``); conversion to and from JSON happens only at
+those edges (decoding: :mod:`monitor.store.codec`, ``batch_axes.audit_cell``), so no layer
+reads a result back through string keys.
 """
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+import math
+from dataclasses import dataclass
 from typing import Any
 
-from monitor.core.axis1 import CellResult
+from monitor.core.cell_result import CellResult
 from monitor.core.coverage import AttributeCoverage
 from monitor.core.events import CellEvent
-from monitor.core.numbers import as_float, float_or_none
-from monitor.core.support import support_note
-from monitor.core.tiers import Tier, TierResult
-
-_FLOAT_FIELDS = frozenset(
-    f.name for f in fields(CellResult) if f.type in ("float", float)
-)
+from monitor.core.numbers import float_or_none
+from monitor.core.privacy import reportable
+from monitor.core.tiers import TierResult, TierSettings, cell_tier
 
 
-def cell_result_from_dict(d: dict[str, Any]) -> CellResult:
-    """The inverse of :meth:`CellResult.to_dict` after a JSON round trip (null -> NaN).
+@dataclass(frozen=True, slots=True)
+class Axis2Outcome:
+    """What Axis 2 says of one cell: N*, the audit size at which its value settles
+    (inf: not reached below the cohort), and for one not reached how long this volume
+    needs (``time_to_reliable``, in words) and the cohort size that would reach it.
 
-    A field a row written before it existed lacks (``evaluable`` and the other
-    not-evaluable fields) takes its default."""
-    kw: dict[str, Any] = {}
-    for f in fields(CellResult):
-        if f.name not in d and f.default is not MISSING:
-            continue  # a result stored before the field existed: its default
-        v = d.get(f.name)
-        if f.name in _FLOAT_FIELDS:
-            v = as_float(v)
-        elif f.name.startswith("groups_left_out") or f.name == "records_needed_groups":
-            v = tuple(v or ())
-        elif f.name == "extreme_shares":
-            v = tuple((str(g), float(lo), float(hi)) for g, lo, hi in (v or ()))
-        elif f.name == "low_subgroups":
-            v = tuple((str(g), float(r)) for g, r in (v or ()))
-        elif f.name.endswith("_withheld"):
-            v = bool(v)
-        elif f.name == "verdict_basis":
-            v = v or "raw"
-        kw[f.name] = v
-    return CellResult(**kw)
+    >>> Axis2Outcome(math.inf).reached, Axis2Outcome(800.0).reached
+    (False, True)
+    """
+
+    n_star: float
+    time_to_reliable: str = ""
+    records_to_reliable: int | None = None
+
+    @property
+    def reached(self) -> bool:
+        return not math.isinf(self.n_star)
+
+
+@dataclass(frozen=True, slots=True)
+class Axis3Outcome:
+    """What Axis 3 says of one cell: whether it can exist for this data (``applicable``:
+    False without hospital ids), the cell's hospital kappa (None: no kappa for this cell;
+    NaN: too few hospital folds can judge it, ``reason`` says why), its Landis-Koch
+    ``band``, whether every vote was identical (``degenerate``), and the model's Axis 3
+    note or why it cannot run.
+
+    >>> Axis3Outcome(False, note="no hospital ids").kappa is None
+    True
+    """
+
+    applicable: bool
+    kappa: float | None = None
+    band: str | None = None
+    degenerate: bool | None = None
+    reason: str = ""
+    note: str = ""
+
+
+def axes_tier(
+    result: CellResult,
+    axis2: Axis2Outcome | None,
+    axis3: Axis3Outcome | None,
+    config: TierSettings,
+) -> TierResult:
+    """The tier of a cell from its Axis 1 result and what Axis 2 and Axis 3 say of it
+    (None: no result yet): the one tier assembly of the stream and the audit
+    (:func:`~monitor.core.tiers.cell_tier`, with ``config``'s cut-offs: a
+    ``MonitorConfig`` or a ``TierRule``; a cell that is not evaluable has none).
+
+    >>> from monitor.core.cell_result import Estimate
+    >>> from monitor.core.tiers import TierRule
+    >>> r = CellResult("m", "DI", "race", 0.8, "min", 500, 900, 900, (), (),
+    ...                Estimate(0.9, "pass", 480, 0.04, "pass"))
+    >>> axes_tier(r, Axis2Outcome(300.0), Axis3Outcome(False), TierRule.of()).tier.value
+    'Practical-Stability'
+    >>> axes_tier(r, None, None, TierRule.of()).pending_axes
+    ('axis2', 'axis3')
+    """
+    applicable = axis3 is None or axis3.applicable
+    return cell_tier(
+        result.vfr, None if axis2 is None else axis2.n_star,
+        None if axis3 is None else axis3.kappa, applicable, config,
+        result.not_evaluable_reason,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -82,50 +129,81 @@ class CertifiedVerdict:
 
     @classmethod
     def from_dict(cls, d: Any) -> CertifiedVerdict | None:
-        """Read back :meth:`to_dict` (None: a cell that is not certified, or a row written
-        before certified verdicts were)."""
+        """Read back :meth:`to_dict` after a JSON round trip (None: a cell that is not
+        certified). Here, not in the codec only, because the publish package reads it from
+        a JSON row that has no typed source too (``publish.cells.published_cell``)."""
         if not isinstance(d, dict):
             return None
-        change = d.get("last_change")
+        change, records = d["last_change"], d["last_change_records"]
         return cls(
-            str(d["verdict"]), int(d["records"]), bool(d.get("evaluable", True)),
+            str(d["verdict"]), int(d["records"]), bool(d["evaluable"]),
             None if change is None else (str(change[0]), str(change[1])),
-            None if d.get("last_change_records") is None else int(d["last_change_records"]),
-            float_or_none(d.get("evidence_fail")), float_or_none(d.get("evidence_pass")),
+            None if records is None else int(records),
+            float_or_none(d["evidence_fail"]), float_or_none(d["evidence_pass"]),
         )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CellEvaluation:
-    """One cell's Axis 1 result with its tier, the axes behind the tier and the debounced
-    (confirmed) verdict and tier after this evaluation, and the cell's reliable verdict
+    """One cell (model, metric, attribute) with its axes and its tier: the Axis 1 result,
+    what Axis 2 and Axis 3 say of it (None: no result yet), the tier they give
+    (:func:`axes_tier`) and the certified verdict; in the stream also the evaluation it
+    belongs to, the debounced (confirmed) verdict and tier after it, the reliable verdict
     (confirmed with VFR <= tau_vfr in every confirming evaluation; None: none yet, see
-    :class:`monitor.core.events.ReliableVerdict`)."""
+    :class:`monitor.core.events.ReliableVerdict`), whether it was released and the
+    window's outcome coverage. An audit's cell has the stream's parts at their "none"
+    (evaluation 0, nothing confirmed or certified)."""
 
     result: CellResult
-    evaluation: int
     tier: TierResult
-    confirmed_tier: str | None
-    confirmed_verdict: str | None
-    n_star: float | None
-    kappa: float | None
-    evaluated_at: str
+    axis2: Axis2Outcome | None = None
+    axis3: Axis3Outcome | None = None
+    #: the cell's certified verdict after this evaluation's block (docs/method.md section
+    #: 11); None: the metric is not certifiable (TI, CAL, CAL_GAP), not tracked here, or
+    #: an audit
+    certified: CertifiedVerdict | None = None
+    evaluation: int = 0
+    evaluated_at: str = ""
+    confirmed_tier: str | None = None
+    confirmed_verdict: str | None = None
     reliable_verdict: str | None = None
     #: whether this evaluation was released (published): False when some group it rests
     #: on had 1-10 records enter or leave since the cell's last release, so the service
     #: kept showing that release (monitor.stream.publication; docs/privacy.md)
     released: bool = True
-    #: issue 23: predictions in the window, and of them those whose outcome had arrived
-    #: (what a label-based cell was computed on; a label-free cell used every prediction)
+    #: predictions in the window, and of them those whose outcome had arrived (what a
+    #: label-based cell was computed on; a label-free cell used every prediction)
     predictions: int | None = None
     with_outcome: int | None = None
     #: a label-based cell's outcome coverage of its attribute's groups (published figures,
     #: the gap and the reason it gives; monitor.core.coverage); None: no outcomes are
     #: tracked apart from predictions, or a label-free cell
     outcome_coverage: AttributeCoverage | None = None
-    #: the cell's certified verdict after this evaluation's block (docs/method.md section
-    #: 11); None: the metric is not certifiable (TI, CAL, CAL_GAP) or not tracked here
-    certified: CertifiedVerdict | None = None
+
+    @property
+    def n_star(self) -> float | None:
+        """N* (inf: not reached; None: no Axis 2 result)."""
+        return None if self.axis2 is None else self.axis2.n_star
+
+    @property
+    def kappa(self) -> float | None:
+        """The kappa Axis 3 gave the cell's metric (None: none; NaN: not evaluable)."""
+        return None if self.axis3 is None else self.axis3.kappa
+
+    @property
+    def own_kappa(self) -> float | None:
+        """The kappa the cell shows as its own: :attr:`kappa`, but None for a cell that is
+        not evaluable (no verdict, so no agreement on it: docs/method.md section 2) or
+        where Axis 3 does not apply."""
+        a3 = self.axis3
+        if a3 is None or not a3.applicable or not self.result.evaluable:
+            return None
+        return a3.kappa
+
+    @property
+    def withheld(self) -> bool:
+        """Computed from fewer than SMALL_CELL records: only its identity may leave."""
+        return not reportable(self.result.window_n)
 
     @property
     def coverage_reason(self) -> str:
@@ -138,6 +216,18 @@ class CellEvaluation:
         return (r.model_id, r.metric, r.attribute)
 
     @property
+    def model_id(self) -> str:
+        return self.result.model_id
+
+    @property
+    def metric(self) -> str:
+        return self.result.metric
+
+    @property
+    def attribute(self) -> str:
+        return self.result.attribute
+
+    @property
     def confirmed_pass(self) -> bool | None:
         return None if self.confirmed_verdict is None else self.confirmed_verdict == "pass"
 
@@ -146,9 +236,11 @@ class CellEvaluation:
         return None if self.reliable_verdict is None else self.reliable_verdict == "pass"
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape stored in ``window_results.result`` and served by ``/api/cells``."""
+        """The JSON shape stored in ``window_results.result`` and served by ``/api/cells``
+        (read back by :func:`monitor.store.codec.decode_evaluation`)."""
+        r = self.result
         return {
-            **self.result.to_dict(),
+            **r.to_dict(),
             "evaluation": self.evaluation,
             "tier": self.tier.tier.value,
             "tier_level": self.tier.tier.level,
@@ -164,10 +256,7 @@ class CellEvaluation:
             "kappa": self.kappa,
             "evaluated_at": self.evaluated_at,
             "released": self.released,
-            "support_note": support_note(
-                self.result.groups_evaluated, self.result.groups_total,
-                self.result.min_denominator,
-            ),
+            "support_note": r.support_note,
             "predictions": self.predictions,
             "with_outcome": self.with_outcome,
             "outcome_coverage": (
@@ -176,44 +265,6 @@ class CellEvaluation:
             "coverage_reason": self.coverage_reason,
             "certified": None if self.certified is None else self.certified.to_dict(),
         }  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CellEvaluation:
-        """Read back what :meth:`to_dict` wrote (also rows written before
-        ``not_applicable_axes`` was stored: a partial tier then lacked only Axis 3)."""
-        na = d.get("not_applicable_axes")
-        if na is None:
-            na = ["axis3"] if d.get("partial") else []
-        tier = TierResult(
-            Tier(d["tier"]),
-            tuple(d.get("failed_axes") or ()),
-            tuple(d.get("pending_axes") or ()),
-            tuple(na),
-            str(d.get("tier_reason") or ""),
-        )
-        n_star, kappa = d.get("n_star"), d.get("kappa")
-        return cls(
-            result=cell_result_from_dict(d),
-            evaluation=int(d["evaluation"]),
-            tier=tier,
-            confirmed_tier=d.get("confirmed_tier"),
-            confirmed_verdict=d.get("confirmed_verdict"),
-            n_star=None if n_star is None else as_float(n_star),
-            kappa=None if kappa is None else as_float(kappa),
-            evaluated_at=str(d.get("evaluated_at", "")),
-            reliable_verdict=d.get("reliable_verdict"),
-            released=bool(d.get("released", True)),
-            predictions=d.get("predictions"),
-            with_outcome=d.get("with_outcome"),
-            outcome_coverage=_coverage_from(d.get("outcome_coverage")),
-            certified=CertifiedVerdict.from_dict(d.get("certified")),
-        )
-
-
-def _coverage_from(d: Any) -> AttributeCoverage | None:
-    """A stored cell's outcome coverage (absent in rows written before issue 23, or
-    withheld as a whole under the small-cell rule: None)."""
-    return AttributeCoverage.from_dict(d) if isinstance(d, dict) else None
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from batch_axes.audit_cell import AuditCell
+from batch_axes.audit_cell import audit_cell_from_row
 from batch_axes.equilense import EquiLenseResult
+from monitor.core.results import CellEvaluation
 from monitor.publish.cells import PublishedAuditCell, audit_cell_read, audit_cell_value
 from monitor.publish.counts import left_out_values
 from monitor.publish.encode import JsonObject, audit_cell_json, encoded_values
@@ -55,7 +56,7 @@ def left_out_note(left_out: Mapping[str, Published[int]]) -> str:
 
 
 def audit_value(
-    cells: Iterable[AuditCell],
+    cells: Iterable[CellEvaluation],
     equilense: EquiLenseResult,
     notes: Sequence[str],
     left_out: Mapping[str, int],
@@ -91,7 +92,7 @@ def audit_read(cells: Mapping[str, Any], mppd: Mapping[str, Any] | None) -> Publ
     as the published audit it was. Raises ValueError, KeyError or TypeError for a file
     that is not one."""
     return PublishedAudit(
-        cells=tuple(audit_cell_read(AuditCell.from_dict(r)) for r in cells["cells"]),
+        cells=tuple(audit_cell_read(audit_cell_from_row(r)) for r in cells["cells"]),
         equilense=None if mppd is None else equilense_read(EquiLenseResult.from_dict(mppd)),
         notes=tuple(str(n) for n in cells.get("notes", [])),
     )

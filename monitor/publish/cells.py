@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from batch_axes.audit_cell import AUDIT_IDENTITY, AuditCell
+from batch_axes.audit_cell import AUDIT_IDENTITY, audit_row, read_withheld
 from monitor.core.events import CellEvent
 from monitor.core.numbers import float_or_none
 from monitor.core.privacy import reportable, rounded_count
@@ -307,20 +307,21 @@ class ShownAuditCell:
     cells' counts, so that the cohort size minus the EquiLense group sizes of
     ``mppd.json`` names no withheld group)."""
 
-    cell: AuditCell
+    cell: CellEvaluation
     cohort_n: int
     resample_n: int
     #: the fewest records a rate of the value rests on, rounded; None: undefined
     min_denominator: float | None
 
-    def read_back(self) -> AuditCell:
-        """The cell as a reader of ``cells.json`` gets it back (``AuditCell.from_dict``):
-        its counts as published."""
+    def read_back(self) -> CellEvaluation:
+        """The cell as a reader of ``cells.json`` gets it back
+        (:func:`~batch_axes.audit_cell.audit_cell_from_row`): its counts as published."""
         m = self.min_denominator
-        return replace(
-            self.cell, cohort_n=self.cohort_n, resample_n=self.resample_n,
+        r = self.cell.result
+        return replace(self.cell, result=replace(
+            r, window_n=self.cohort_n, resample_n=self.resample_n,
             min_denominator=math.nan if m is None else float(m),
-        )  # fmt: skip
+        ))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,40 +336,41 @@ class PublishedAuditCell:
     columns: tuple[str, ...] = ()
 
 
-def _audit_identity(c: AuditCell) -> AuditIdentity:
+def _audit_identity(c: CellEvaluation) -> AuditIdentity:
+    r = c.result
     return AuditIdentity(
-        c.model_id, c.metric, c.attribute, c.threshold, c.direction, c.K,
-        tuple(c.groups_left_out), c.groups_total,
+        r.model_id, r.metric, r.attribute, r.threshold, r.direction, r.K,
+        tuple(r.groups_left_out), r.groups_total,
     )  # fmt: skip
 
 
-def audit_cell_value(cell: AuditCell) -> PublishedAuditCell:
+def audit_cell_value(cell: CellEvaluation) -> PublishedAuditCell:
     """An audit cell as it leaves: withheld below the small-cell rule, else its counts
     rounded to 5."""
     if cell.withheld:
-        return PublishedAuditCell(_audit_identity(cell), SMALL, tuple(cell.row()))
+        return PublishedAuditCell(_audit_identity(cell), SMALL, tuple(audit_row(cell)))
+    r = cell.result
     shown = ShownAuditCell(
-        cell, rounded_count(cell.cohort_n), _rounded(cell.resample_n),  # type: ignore[arg-type]  # not withheld: a count
-        _rounded(float_or_none(cell.min_denominator)),
+        cell, rounded_count(r.window_n), _rounded(r.resample_n),
+        _rounded(float_or_none(r.min_denominator)),
     )  # fmt: skip
     return PublishedAuditCell(_audit_identity(cell), Shown(shown))
 
 
-def audit_cell_read(cell: AuditCell) -> PublishedAuditCell:
-    """A cell read back from ``cells.json`` (``AuditCell.from_dict``: its counts as
-    published, a withheld row read as identity only, with no cohort size) as the
-    published cell it was."""
-    if cell.cohort_n is None:
-        return PublishedAuditCell(_audit_identity(cell), SMALL, tuple(cell.row()))
-    shown = ShownAuditCell(
-        cell, cell.cohort_n, cell.resample_n, float_or_none(cell.min_denominator)
-    )
+def audit_cell_read(cell: CellEvaluation) -> PublishedAuditCell:
+    """A cell read back from ``cells.json``
+    (:func:`~batch_axes.audit_cell.audit_cell_from_row`: its counts as published, a
+    withheld row read as identity only, with no records) as the published cell it was."""
+    if read_withheld(cell):
+        return PublishedAuditCell(_audit_identity(cell), SMALL, tuple(audit_row(cell)))
+    r = cell.result
+    shown = ShownAuditCell(cell, r.window_n, r.resample_n, float_or_none(r.min_denominator))
     return PublishedAuditCell(_audit_identity(cell), Shown(shown))
 
 
-def published_audit_cell(cell: AuditCell) -> JsonObject:
-    """The audit's cells.csv / cells.json row (:meth:`AuditCell.row` under the rule:
-    :func:`audit_cell_value`, encoded)."""
+def published_audit_cell(cell: CellEvaluation) -> JsonObject:
+    """The audit's cells.csv / cells.json row (:func:`~batch_axes.audit_cell.audit_row`
+    under the rule: :func:`audit_cell_value`, encoded)."""
     return audit_cell_json(audit_cell_value(cell))
 
 

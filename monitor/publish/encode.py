@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from batch_axes.audit_cell import audit_row
 from monitor.core.privacy import SMALL_CELL_LABEL
 from monitor.publish.shown import Published, Shown
 
@@ -180,15 +181,15 @@ def _audit_identity(i: AuditIdentity) -> JsonObject:
 
 
 def audit_cell_json(p: PublishedAuditCell) -> JsonObject:
-    """A published audit cell's ``cells.csv`` / ``cells.json`` row: ``AuditCell.row``
-    with its counts rounded, or its identity only."""
+    """A published audit cell's ``cells.csv`` / ``cells.json`` row:
+    :func:`~batch_axes.audit_cell.audit_row` with its counts rounded, or its identity only."""
     if not isinstance(p.figures, Shown):
         return withheld_row(p.columns, _audit_identity(p.identity))
     s = p.figures.value
     counts = {
         "cohort_n": s.cohort_n, "resample_n": s.resample_n, "min_denominator": s.min_denominator
     }
-    return encoded_row(s.cell.row(), counts)
+    return encoded_row(audit_row(s.cell), counts)
 
 
 # --------------------------------------------------------------------------- scheduled axes

@@ -26,11 +26,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from batch_axes.audit_cell import AuditCell
-from monitor.core.axis1 import needs_words
+from monitor.core.cell_result import needs_words
 from monitor.core.drivers import driver_clause, driver_sentence
 from monitor.core.numbers import float_or_none
 from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
+from monitor.core.results import CellEvaluation
 from monitor.publish.cells import PublishedAuditCell
 from monitor.publish.shown import Shown
 
@@ -203,40 +203,42 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or math.isnan(x) else x
 
 
-def published_audit_point(c: AuditCell) -> CellPoint:
-    """An offline audit's cell (a ``cells.json`` row read with ``AuditCell.from_dict``) as
-    the report may show it; a withheld cell (a cohort of fewer than SMALL_CELL records)
-    keeps its identity only."""
+def published_audit_point(c: CellEvaluation) -> CellPoint:
+    """An offline audit's cell (made by the audit, or a ``cells.json`` row read back with
+    ``audit_cell_from_row``) as the report may show it; a withheld cell (a cohort of fewer
+    than SMALL_CELL records) keeps its identity only. Its kappa is the one the audit shows
+    as the cell's own (``own_kappa``)."""
     small = c.withheld
     shown = _figures(small, _finite)
+    r = c.result
     return CellPoint(
-        model_id=c.model_id,
-        metric=c.metric,
-        attribute=c.attribute,
+        model_id=r.model_id,
+        metric=r.metric,
+        attribute=r.attribute,
         evaluation=0,
         at=None,
-        window_n=c.cohort_n or 0,
-        threshold=c.threshold,
-        direction=c.direction,
-        value=shown(c.value),
-        vfr=shown(c.vfr),
-        ci_low=shown(c.ci_low),
-        ci_high=shown(c.ci_high),
-        dominant_verdict=None if small else c.dominant_verdict,
-        point_verdict=None if small else c.point_verdict,
+        window_n=r.window_n,
+        threshold=r.threshold,
+        direction=r.direction,
+        value=shown(r.value),
+        vfr=shown(r.vfr),
+        ci_low=shown(r.ci_low),
+        ci_high=shown(r.ci_high),
+        dominant_verdict=None if small else r.dominant_verdict,
+        point_verdict=None if small else r.point_verdict,
         tier=WITHHELD_TIER if small else c.tier.tier.value,
         n_star=shown(c.n_star),
-        kappa=shown(c.kappa),
+        kappa=shown(c.own_kappa),
         failed_axes=() if small else c.tier.failed_axes,
         pending_axes=() if small else c.tier.pending_axes,
         partial=False if small else c.tier.partial,
-        n_pass=None if small else c.n_pass,
-        K=c.K,
+        n_pass=None if small else r.n_pass,
+        K=r.K,
         suppressed=small,
-        not_evaluable_reason="" if small else c.not_evaluable_reason,
-        needs="" if small else needs_words(c.metric, c.records_needed, c.records_needed_groups),
-        support_note="" if small else c.support_note,
-        time_to_reliable="" if small else c.time_to_reliable,
+        not_evaluable_reason="" if small else r.not_evaluable_reason,
+        needs="" if small else r.needs(),
+        support_note="" if small else r.support_note,
+        time_to_reliable="" if small or c.axis2 is None else c.axis2.time_to_reliable,
     )
 
 

@@ -14,14 +14,13 @@ import numpy as np
 
 from monitor.config import MetricRule
 from monitor.core.axis1 import (
-    CellResult,
     allocate_resample,
     evaluability,
     left_out_groups,
     resample_size,
     summarise_draws,
-    verdict_word,
 )
+from monitor.core.cell_result import CellResult, Estimate, verdict_word
 from monitor.core.counts import CountTable
 from monitor.core.metrics import passes, tallies_from_table
 from monitor.reference.metrics import (
@@ -97,31 +96,31 @@ def reference_axis1(
                 attribute=attribute,
                 threshold=rule.threshold,
                 direction=rule.direction,
-                value=float(point),
-                point_verdict=verdict_word(
-                    bool(passes(np.array(point), rule.threshold, rule.direction)), ev.evaluable
-                ),
-                n_pass=int(s["n_pass"]),
                 K=K,
-                vfr=float(s["vfr"]) if ev.evaluable else float("nan"),
-                dominant_verdict=verdict_word(bool(s["dominant_pass"]), ev.evaluable),
-                sigma=float(s["sigma"]) if ev.evaluable else float("nan"),
-                mean=float(s["mean"]),
-                sd=float(s["sd"]),
-                ci_low=float(s["ci_low"]),
-                ci_high=float(s["ci_high"]),
-                n_undefined=int(s["n_undefined"]),
                 window_n=window_n,
                 resample_n=int(sizes.sum()),
                 groups_left_out=left_out_groups(groups, support),
                 groups_left_out_point=left_out_groups(groups, support_pt),
+                raw=Estimate(
+                    value=float(point),
+                    point_verdict=verdict_word(
+                        bool(passes(np.array(point), rule.threshold, rule.direction)),
+                        ev.evaluable,
+                    ),
+                    n_pass=int(s["n_pass"]),
+                    vfr=float(s["vfr"]) if ev.evaluable else float("nan"),
+                    dominant_verdict=verdict_word(bool(s["dominant_pass"]), ev.evaluable),
+                    sigma=float(s["sigma"]) if ev.evaluable else float("nan"),
+                    mean=float(s["mean"]),
+                    sd=float(s["sd"]),
+                    ci_low=float(s["ci_low"]),
+                    ci_high=float(s["ci_high"]),
+                    n_undefined=int(s["n_undefined"]),
+                ),
+                evaluability=ev,
                 min_denominator=smallest_denominator_from_records(
                     rule.name, group, label, decision, included_point, min_group_support
                 ),
-                evaluable=ev.evaluable,
-                not_evaluable_reason=ev.reason,
-                records_needed=ev.records_needed,
-                records_needed_groups=ev.records_needed_groups,
                 groups_evaluated=evaluated_groups_from_records(
                     rule.name, group, label, decision, included_point, min_group_support
                 ),

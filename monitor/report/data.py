@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 import pydantic_core
 
-from batch_axes.audit_cell import AuditCell
+from batch_axes.audit_cell import axis3_note, kappa_band, kappa_degenerate
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import AttributeMPPD, EquiLenseResult
@@ -57,6 +57,7 @@ from monitor.config import MonitorConfig
 from monitor.config.errors import UserError
 from monitor.core.events import CERTIFIED_CHANGE, CellEvent
 from monitor.core.numbers import float_or_none
+from monitor.core.results import CellEvaluation
 from monitor.publish.audit import PublishedAudit, audit_read
 from monitor.publish.axes import published_axis3_note, reported_axis
 from monitor.publish.cells import PublishedAuditCell
@@ -942,20 +943,20 @@ def _audit_axis3(
 ) -> Axis3Summary:
     mine = [c for c in cells if c.identity.model_id == model]
     shown = [c.figures.value.read_back() for c in mine if isinstance(c.figures, Shown)]
-    applicable = not any(c.kappa_band == "not applicable" for c in shown)
-    by_metric: dict[str, AuditCell] = {}
+    applicable = not any(kappa_band(c) == "not applicable" for c in shown)
+    by_metric: dict[str, CellEvaluation] = {}
     for c in shown:
         by_metric.setdefault(c.metric, c)
     small = len(shown) < len(mine)
     metrics = tuple(
         MetricKappa(
             metric=m,
-            kappa=None if small else float_or_none(c.kappa),
-            band=c.kappa_band,
-            degenerate=bool(c.kappa_degenerate),
+            kappa=None if small else float_or_none(c.own_kappa),
+            band=kappa_band(c),
+            degenerate=bool(kappa_degenerate(c)),
             fails="axis3" in c.tier.failed_axes,
         )
         for m, c in by_metric.items()
     )
-    reason = next((c.axis3_note for c in shown if c.axis3_note), "")
+    reason = next((axis3_note(c) for c in shown if axis3_note(c)), "")
     return Axis3Summary(applicable, reason, 0, 0, cfg.axis3.kappa_cutoff, metrics)

@@ -18,8 +18,10 @@ keys.
 
 The cells' evaluations (``window_results.result``, ``cell_state.latest`` and the released
 one in ``cell_state.state``) are read back as :class:`~monitor.core.results.CellEvaluation`
-(:func:`decode_evaluation`; rows of earlier versions decode through
-``CellEvaluation.from_dict``), their outcome coverage alone as
+(:func:`decode_evaluation`, :func:`evaluation_from_json`: the flat keys every version
+wrote, composed back into the cell's parts; the keys older versions did not write are
+added once, by migration v13, or as a file opened read-only is read), their outcome
+coverage alone as
 :class:`~monitor.core.coverage.AttributeCoverage` (:func:`decode_coverage`), and the cohort
 a scheduled axis's published result rests on (``axis_releases.cohort``) as a
 :class:`CohortRelease`. What leaves the service as JSON is made from these typed values at
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, overload
 
 import orjson
@@ -45,10 +47,15 @@ import pandas as pd
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Result
 from batch_axes.equilense import EquiLenseResult
+from monitor.core.cell_result import CellResult, Estimate, Evaluability
 from monitor.core.coverage import AttributeCoverage
+from monitor.core.drivers import Drivers
 from monitor.core.events import CellTracker
 from monitor.core.jsonable import to_json
-from monitor.core.results import CellEvaluation
+from monitor.core.numbers import as_float
+from monitor.core.results import Axis2Outcome, Axis3Outcome, CellEvaluation, CertifiedVerdict
+from monitor.core.tiers import Tier, TierResult
+from monitor.store.migrations import lacks_cell_keys, upgraded_cell
 
 
 @dataclass(frozen=True)
@@ -154,19 +161,111 @@ def decode_cell(
     latest_d = _json_object(latest)
     return StoredCell(
         model_id, metric, attribute, CellTracker.from_dict(d),
-        None if released is None else CellEvaluation.from_dict(released),
-        None if not latest_d else CellEvaluation.from_dict(latest_d),
+        None if released is None else evaluation_from_json(released),
+        None if not latest_d else evaluation_from_json(latest_d),
     )  # fmt: skip
 
 
 def decode_evaluation(text: str) -> CellEvaluation:
     """A stored cell evaluation (``window_results.result``, ``cell_state.latest`` or the
     released one of ``cell_state.state``: ``CellEvaluation.to_dict`` as JSON) as its typed
-    value; what earlier versions wrote decodes too (``CellEvaluation.from_dict``)."""
+    value (:func:`evaluation_from_json`)."""
     d = _json_object(text)
     if d is None:
         raise ValueError("a stored cell evaluation is empty")
-    return CellEvaluation.from_dict(d)
+    return evaluation_from_json(d)
+
+
+def evaluation_from_json(d: Mapping[str, Any]) -> CellEvaluation:
+    """The inverse of :meth:`CellEvaluation.to_dict` after a JSON round trip (null -> NaN
+    for figures), every key present (rows of earlier versions are upgraded once, by
+    migration v13: :func:`monitor.store.migrations.upgraded_cell`).
+
+    The stream's row keeps N* and kappa of the scheduled axes (their other figures are in
+    their own results, ``axis_results``): they come back as an
+    :class:`~monitor.core.results.Axis2Outcome` and an
+    :class:`~monitor.core.results.Axis3Outcome` of that figure alone (a NaN kappa is
+    stored as null and comes back as no Axis 3 outcome); the tier is stored as it was.
+    A row of a file that was not migrated (opened read-only) gets the keys its version
+    lacked as it is read, as v13 gives them (:func:`monitor.store.migrations.upgraded_cell`)."""
+    if lacks_cell_keys(d):
+        d = upgraded_cell(d)
+    tier = TierResult(
+        Tier(d["tier"]),
+        tuple(d["failed_axes"] or ()),
+        tuple(d["pending_axes"] or ()),
+        tuple(d["not_applicable_axes"]),
+        str(d["tier_reason"] or ""),
+    )
+    n_star, kappa = d["n_star"], d["kappa"]
+    coverage = d["outcome_coverage"]
+    return CellEvaluation(
+        result=cell_result_from_json(d),
+        tier=tier,
+        axis2=None if n_star is None else Axis2Outcome(as_float(n_star)),
+        axis3=None if kappa is None else Axis3Outcome(True, as_float(kappa)),
+        certified=CertifiedVerdict.from_dict(d["certified"]),
+        evaluation=int(d["evaluation"]),
+        evaluated_at=str(d["evaluated_at"]),
+        confirmed_tier=d["confirmed_tier"],
+        confirmed_verdict=d["confirmed_verdict"],
+        reliable_verdict=d["reliable_verdict"],
+        released=bool(d["released"]),
+        predictions=d["predictions"],
+        with_outcome=d["with_outcome"],
+        # withheld as a whole under the small-cell rule in a published row: None
+        outcome_coverage=AttributeCoverage.from_dict(coverage)
+        if isinstance(coverage, dict)
+        else None,
+    )
+
+
+def cell_result_from_json(d: Mapping[str, Any]) -> CellResult:
+    """The inverse of :meth:`CellResult.to_dict` after a JSON round trip: the flat keys
+    composed back into the cell's parts. Which estimate the main figures are is the row's
+    ``verdict_basis``: the raw one (its pooled estimate, if any, under ``pooled_*``), or
+    the pooled one (the raw one's value, verdicts and VFR under ``raw_*``)."""
+    f = as_float
+    main = Estimate(
+        f(d["value"]), d["point_verdict"], d["n_pass"], f(d["vfr"]), d["dominant_verdict"],
+        f(d["sigma"]), f(d["mean"]), f(d["sd"]), f(d["ci_low"]), f(d["ci_high"]),
+        d["n_undefined"],
+    )  # fmt: skip
+    basis = d["verdict_basis"] or "raw"
+    if basis == "pooled":
+        raw = Estimate(
+            f(d["raw_value"]), d["raw_point_verdict"], d["raw_n_pass"], f(d["raw_vfr"]),
+            d["raw_dominant_verdict"],
+        )  # fmt: skip
+        pooled: Estimate | None = replace(main, strength=f(d["pooled_strength"]))
+    else:
+        raw = main
+        pooled = None
+        if d["pooled_point_verdict"] is not None:
+            pooled = Estimate(
+                f(d["pooled_value"]), d["pooled_point_verdict"], d["pooled_n_pass"],
+                f(d["pooled_vfr"]), d["pooled_dominant_verdict"], ci_low=f(d["pooled_ci_low"]),
+                ci_high=f(d["pooled_ci_high"]), strength=f(d["pooled_strength"]),
+            )  # fmt: skip
+    drivers = None
+    if d["driver_rate"] is not None:
+        drivers = Drivers(
+            d["driver_rate"], d["low_group"], d["high_group"], f(d["low_rate"]),
+            f(d["high_rate"]), f(d["low_share"]), f(d["high_share"]), bool(d["low_withheld"]),
+            bool(d["high_withheld"]),
+            tuple((str(g), float(lo), float(hi)) for g, lo, hi in d["extreme_shares"] or ()),
+            tuple((str(g), float(r)) for g, r in d["low_subgroups"] or ()),
+        )  # fmt: skip
+    return CellResult(
+        d["model_id"], d["metric"], d["attribute"], f(d["threshold"]), d["direction"], d["K"],
+        d["window_n"], d["resample_n"], tuple(d["groups_left_out"] or ()),
+        tuple(d["groups_left_out_point"] or ()), raw,
+        Evaluability(
+            d["evaluable"], d["not_evaluable_reason"], d["records_needed"],
+            tuple(d["records_needed_groups"] or ()),
+        ),
+        f(d["min_denominator"]), d["groups_evaluated"], d["groups_total"], drivers, pooled, basis,
+    )  # fmt: skip
 
 
 def encode_evaluation(cell: CellEvaluation) -> str:

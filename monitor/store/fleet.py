@@ -4,7 +4,8 @@ own file (see monitor.service.fleet_view), as functions of its connection.
 Each message replaces the row its key names: a window result by (model, evaluation,
 metric, attribute), an event by (kind, model, metric, attribute, evaluation, confirmed),
 an axis result by (axis, model, stream position), so a result computed again by a
-partition's new owner overwrites its twin.
+partition's new owner overwrites its twin. A window result published by an earlier
+version gets the keys it lacks on arrival, as a file's rows do once (migration v13).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import duckdb
 import pandas as pd
 
 from monitor.core.jsonable import to_json
+from monitor.store.migrations import upgraded_cell
 from monitor.store.queries import RELEASED
 from monitor.store.results_messages import ResultMessage
 from monitor.store.rows import insert_frame
@@ -35,7 +37,7 @@ def apply_results(
             windows.append((
                 f["model_id"], f["evaluation"], pd.Timestamp(f["evaluated_at"]),
                 f["window_kind"], None, None, f["window_end_count"], f["seed"],
-                f["metric"], f["attribute"], to_json(f["result"]), f["tier"],
+                f["metric"], f["attribute"], to_json(upgraded_cell(f["result"])), f["tier"],
                 f["confirmed_tier"]))  # fmt: skip
         elif m.kind == "event":
             _upsert_event(c, f, new_event_id)

@@ -7,7 +7,96 @@ start-up and a newer one is refused (this build cannot know what its tables mean
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from typing import Any
+
 import duckdb
+
+#: The keys of a stored cell evaluation (``CellEvaluation.to_dict``) that some earlier
+#: version did not write, each with the value that means what its absence meant (a NaN
+#: figure is null). Decoding (monitor.store.codec) reads every key: rows of earlier
+#: versions get these once, by migration v13, and a results-topic message of an earlier
+#: version on arrival (:func:`upgraded_cell`); a file opened read-only without migrating
+#: (``vfr-monitor report --db``) has its rows upgraded as the codec reads them.
+#: ``not_applicable_axes`` is not here: its absence meant Axis 3 when the tier was
+#: ``partial`` (:func:`upgraded_cell`).
+CELL_KEYS_V13: dict[str, Any] = {
+    "n_undefined": 0, "min_denominator": None, "evaluable": True, "not_evaluable_reason": "",
+    "records_needed": None, "records_needed_groups": [], "driver_rate": None,
+    "low_group": None, "high_group": None, "low_rate": None, "high_rate": None,
+    "low_share": None, "high_share": None, "low_withheld": False, "high_withheld": False,
+    "extreme_shares": [], "low_subgroups": [], "pooled_value": None,
+    "pooled_point_verdict": None, "pooled_n_pass": None, "pooled_vfr": None,
+    "pooled_dominant_verdict": None, "pooled_ci_low": None, "pooled_ci_high": None,
+    "pooled_strength": None, "verdict_basis": "raw", "raw_value": None,
+    "raw_point_verdict": None, "raw_n_pass": None, "raw_vfr": None,
+    "raw_dominant_verdict": None, "groups_evaluated": 0, "groups_total": 0,
+    "failed_axes": [], "pending_axes": [], "tier_reason": "", "confirmed_tier": None,
+    "confirmed_verdict": None, "reliable_verdict": None, "n_star": None, "kappa": None,
+    "evaluated_at": "", "released": True, "predictions": None, "with_outcome": None,
+    "outcome_coverage": None, "certified": None,
+}  # fmt: skip
+
+
+#: Every key :func:`upgraded_cell` may add.
+CELL_KEYS_ADDED = frozenset({*CELL_KEYS_V13, "not_applicable_axes"})
+
+
+def lacks_cell_keys(d: Mapping[str, Any]) -> bool:
+    """Whether a stored cell evaluation was written by a version before some of its keys
+    (a row of a file not migrated to v13: one the report opens read-only; a results-topic
+    message of an earlier version)."""
+    return not d.keys() >= CELL_KEYS_ADDED
+
+
+def upgraded_cell(d: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored cell evaluation with the keys its version did not write (what v13 adds to
+    the rows of a file; what the codec adds to a row of a file it reads without migrating).
+
+    >>> up = upgraded_cell({"tier": "Pending", "partial": True})
+    >>> up["not_applicable_axes"], up["verdict_basis"], up["released"]
+    (['axis3'], 'raw', True)
+    """
+    out = {**d}
+    for k, v in CELL_KEYS_V13.items():
+        if k not in out:
+            out[k] = json.loads(json.dumps(v))  # a fresh list per row
+    if "not_applicable_axes" not in out:
+        out["not_applicable_axes"] = ["axis3"] if out.get("partial") else []
+    return out
+
+
+def _cell_json_upgrade(column: str, path: str = "$") -> str:
+    """SQL: ``column`` (a cell evaluation's JSON, at ``path``) with the keys of
+    :func:`upgraded_cell` its row lacks inserted (json_insert keeps what is there)."""
+    expr = column
+    for k, v in CELL_KEYS_V13.items():
+        expr = f"json_insert({expr}, '{path}.{k}', '{json.dumps(v)}'::JSON)"
+    partial = f"json_extract({column}, '{path}.partial')::VARCHAR = 'true'"
+    axes = f"(CASE WHEN {partial} THEN '[\"axis3\"]' ELSE '[]' END)::JSON"
+    return f"json_insert({expr}, '{path}.not_applicable_axes', {axes})"
+
+
+def _cell_json_lacks(column: str, path: str = "$") -> str:
+    """SQL: whether the JSON at ``path`` of ``column`` lacks a key v13 adds."""
+    return " OR ".join(f"NOT json_exists({column}, '{path}.{k}')" for k in CELL_KEYS_ADDED)
+
+
+def _cell_rows_v13() -> list[str]:
+    """Migration v13: every stored cell evaluation with every key (:data:`CELL_KEYS_V13`),
+    so decoding reads one shape: ``window_results.result``, ``cell_state.latest`` and the
+    released one in ``cell_state.state``."""
+    released = "json_type(state, '$.released') = 'OBJECT'"
+    return [
+        f"UPDATE window_results SET result = {_cell_json_upgrade('result')} "
+        f"WHERE {_cell_json_lacks('result')}",
+        f"UPDATE cell_state SET latest = {_cell_json_upgrade('latest')} "
+        f"WHERE json_type(latest) = 'OBJECT' AND ({_cell_json_lacks('latest')})",
+        f"UPDATE cell_state SET state = {_cell_json_upgrade('state', '$.released')} "
+        f"WHERE {released} AND ({_cell_json_lacks('state', '$.released')})",
+    ]
+
 
 #: Each entry upgrades the schema to the version at its index + 1.
 MIGRATIONS: list[list[str]] = [
@@ -167,6 +256,10 @@ MIGRATIONS: list[list[str]] = [
     # (monitor.stream.certified). NULL (a file written before v12): the cells start
     # undetermined from the next hop.
     ["ALTER TABLE model_state ADD COLUMN IF NOT EXISTS certified JSON"],
+    # v13 (one composed cell): every stored cell evaluation carries every key of its flat
+    # form, so the codec decodes one shape (the keys an earlier version did not write get
+    # the value their absence meant: CELL_KEYS_V13); nothing else changes.
+    _cell_rows_v13(),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,9 +1,10 @@
 """Applying a computed hop evaluation to its model: tiers, trackers, events, what is shown.
 
-Axis 1 gives each cell's result (:class:`~monitor.core.axis1.CellResult`); what an
+Axis 1 gives each cell's result (:class:`~monitor.core.cell_result.CellResult`); what an
 evaluation *means* is decided here, in stream order, from the model's state
 (:class:`~monitor.stream.model_state.ModelState`): each cell's reliability tier from
-the latest scheduled axes (N*, kappa, whether Axis 3 applies), its debounced verdict
+what the latest scheduled axes say of it (:class:`~monitor.stream.axis_cache.AxisCache`;
+the tier assembly of the audit too, :func:`~monitor.core.results.axes_tier`), its debounced verdict
 and tier (:class:`~monitor.core.events.CellTracker`), the certified verdicts' block
 (:mod:`monitor.stream.certified`), the outcome-coverage cells, and what of it is
 released (:mod:`monitor.stream.publication`). The result is the one typed
@@ -15,15 +16,14 @@ transaction (the certified block is read from the store).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from monitor.config import MonitorConfig
 from monitor.core.events import CellTracker
-from monitor.core.results import CellEvaluation, EvaluationRecord
-from monitor.core.tiers import cell_tier
+from monitor.core.results import CellEvaluation, EvaluationRecord, axes_tier
 from monitor.publish.events import published_events
+from monitor.stream.axis_cache import AxisCache
 from monitor.stream.certified import BlockSource
 from monitor.stream.coverage_cells import with_coverage
 from monitor.stream.evaluation_queue import Job
@@ -48,9 +48,7 @@ def apply_evaluation(
     config: MonitorConfig,
     store: BlockSource,
     *,
-    n_star: Mapping[tuple[str, str], float] | None,
-    kappa: Mapping[tuple[str, str], float] | None,
-    applicable: bool,
+    axes: AxisCache,
     drift: DriftBook | None = None,
     interim: bool = False,
 ) -> Applied | None:
@@ -60,7 +58,8 @@ def apply_evaluation(
     An evaluation is identified by (model, stream position): one at a position the
     model's written evaluations have reached already is a no-op (None). An interim
     (wall-clock) evaluation keeps the last hop's number and leaves the trackers alone.
-    ``drift``: the drift detectors, fed each hop's values (None: no drift detection).
+    ``axes``: the model's latest scheduled-axis results; ``drift``: the drift detectors,
+    fed each hop's values (None: no drift detection).
     """
     cfg = config
     model_id, now = job.model_id, job.now
@@ -78,10 +77,12 @@ def apply_evaluation(
     for r in results:
         key = (model_id, r.metric, r.attribute)
         cell_key = (r.metric, r.attribute)
-        ns = None if n_star is None else n_star.get((r.metric, r.attribute))
-        kp = None if kappa is None else kappa.get((r.metric, r.attribute))
-        tier = cell_tier(r.vfr, ns, kp, applicable, cfg, r.not_evaluable_reason)
-        axes = {"value": r.value, "vfr": r.vfr, "n_star": ns, "kappa": kp, "sigma": r.sigma}
+        a2, a3 = axes.outcomes(model_id, r.metric, r.attribute)
+        tier = axes_tier(r, a2, a3, cfg)
+        figures = {
+            "value": r.value, "vfr": r.vfr, "n_star": None if a2 is None else a2.n_star,
+            "kappa": None if a3 is None else a3.kappa, "sigma": r.sigma,
+        }  # fmt: skip
         tracker = ms.trackers.get(cell_key)
         if tracker is None:
             tracker = ms.trackers[cell_key] = CellTracker(
@@ -90,15 +91,17 @@ def apply_evaluation(
         if not interim and not r.evaluable:  # no verdict, no tier: nothing to flip
             tracker.observe_not_evaluable()
         elif not interim:
-            events.extend(tracker.observe(evaluation, r.dominant_verdict, tier.tier.value, axes))
+            events.extend(
+                tracker.observe(evaluation, r.dominant_verdict, tier.tier.value, figures)
+            )
         cell = CellEvaluation(
             result=r,
-            evaluation=evaluation,
             tier=tier,
+            axis2=a2,
+            axis3=a3,
+            evaluation=evaluation,
             confirmed_tier=tracker.tier.confirmed,
             confirmed_verdict=tracker.verdict.confirmed,
-            n_star=ns,
-            kappa=kp,
             evaluated_at=str(now),
             reliable_verdict=tracker.reliable.confirmed,
             predictions=job.predictions,

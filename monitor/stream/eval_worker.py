@@ -27,7 +27,8 @@ from typing import Any
 
 # Only the Axis 1 engine (numpy) and its options: not batch_axes.runner, whose
 # imports (pandas, scikit-learn, the slow axes) would triple the worker's memory.
-from monitor.core.axis1 import CellResult, compile_kernels
+from monitor.core.axis1 import compile_kernels
+from monitor.core.cell_result import CellResult
 from monitor.core.engine_options import EngineOptions
 from monitor.core.locks import named_lock
 from monitor.core.outcome_split import run_split

@@ -32,7 +32,7 @@ import pandas as pd
 
 from monitor.config import MonitorConfig
 from monitor.config.engine import engine_options
-from monitor.core.axis1 import CellResult
+from monitor.core.cell_result import CellResult
 from monitor.core.outcome_split import run_split
 from monitor.core.results import EvaluationRecord, WindowPosition
 from monitor.stream import eval_worker

@@ -595,9 +595,7 @@ class Pipeline:
         model_id = job.model_id
         applied = apply_evaluation(
             job, self._models[model_id], self.config, self.store,
-            n_star=self.axes.n_star.get(model_id), kappa=self.axes.kappa.get(model_id),
-            applicable=self.axes.axis3_applicable.get(model_id, True), drift=self.drift,
-            interim=interim,
+            axes=self.axes, drift=self.drift, interim=interim,
         )  # fmt: skip
         if applied is None:
             return None

@@ -243,12 +243,12 @@ def test_small_pair_counts_are_withheld():
 
 
 def test_audit_cells_round_trip_through_cells_json(diabetes_audit):
-    from batch_axes.audit_cell import AuditCell
+    from batch_axes.audit_cell import audit_cell_from_row
     from monitor.publish.cells import published_audit_cell
 
     _, out, _ = diabetes_audit
     rows = json.loads((out / "cells.json").read_text())["cells"]
-    assert rows and all(published_audit_cell(AuditCell.from_dict(r)) == r for r in rows)
+    assert rows and all(published_audit_cell(audit_cell_from_row(r)) == r for r in rows)
 
 
 # ----------------------------------------------------------------------------- complements

@@ -13,10 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from batch_axes.audit_cell import AuditCell
 from batch_axes.audit_tables import AuditTables, audit_tables_from_frame
 from batch_axes.runner import (
-    combine_cell,
+    cell_with_axes,
     run_axis2,
     run_axis2_split,
     run_axis3,
@@ -29,6 +28,7 @@ from monitor.config import MonitorConfig, config_from_mapping
 from monitor.config.engine import engine_options
 from monitor.core.axis1 import run_axis1
 from monitor.core.outcome_split import run_split, split_tables_from_frame
+from monitor.core.results import CellEvaluation
 from monitor.core.tables import tables_from_frame
 from tests.support.hospital_network import scored_frame, site_of
 
@@ -57,7 +57,7 @@ def bits(x: Any) -> Any:
     return x
 
 
-def assert_same_cells(got: list[AuditCell], want: list[AuditCell]) -> None:
+def assert_same_cells(got: list[CellEvaluation], want: list[CellEvaluation]) -> None:
     assert [(c.model_id, c.metric, c.attribute) for c in got] == [
         (c.model_id, c.metric, c.attribute) for c in want
     ]
@@ -86,7 +86,8 @@ def test_the_pooled_audit_has_what_the_comparison_needs(pooled):
     assert {c.model_id for c in cells} == {"model-00", "model-01"}
     assert any(c.attribute == "race_x_sex" for c in cells)
     assert any(c.kappa is not None and np.isfinite(c.kappa) for c in cells)
-    assert any(c.records_to_reliable is not None for c in cells)  # the spans were used
+    assert any(c.axis2 is not None and c.axis2.records_to_reliable is not None
+               for c in cells)  # the spans were used  # fmt: skip
     assert len({c.tier.tier for c in cells}) > 1
 
 
@@ -133,8 +134,8 @@ def test_the_engine_is_the_record_level_composition(frame, pooled):
     a1 = run_axis1(tables, engine_options(CONFIG), CONFIG.axis1.seed)
     a2 = {(c.model_id, c.metric, c.attribute): c for c in run_axis2(tables, CONFIG, days)}
     a3 = {str(m): run_axis3(str(m), sub, CONFIG) for m, sub in records.groupby("model_id")}
-    want = [combine_cell(c, a2.get((c.model_id, c.metric, c.attribute)), a3[c.model_id],
-                         CONFIG) for c in a1]  # fmt: skip
+    want = [cell_with_axes(c, a2.get((c.model_id, c.metric, c.attribute)), a3[c.model_id],
+                           CONFIG) for c in a1]  # fmt: skip
     assert_same_cells(pooled.cells, want)
 
 
@@ -152,7 +153,7 @@ def test_missing_outcomes_run_as_the_record_level_split():
     days = tables.cohort_days()
     a2 = {(c.model_id, c.metric, c.attribute): c for c in run_axis2_split(records, CONFIG, days)}
     a3 = run_axis3_split("model-00", records, CONFIG)
-    want = [combine_cell(c, a2.get((c.model_id, c.metric, c.attribute)), a3, CONFIG)
+    want = [cell_with_axes(c, a2.get((c.model_id, c.metric, c.attribute)), a3, CONFIG)
             for c in a1]  # fmt: skip
     assert_same_cells(run_tables(tables, CONFIG).cells, want)
 

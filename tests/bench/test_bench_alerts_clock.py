@@ -17,8 +17,8 @@ from monitor.bench.alerts import (
     replay_model,
     rule_memory_s,
 )
-from monitor.core.axis1 import CellResult
-from monitor.core.results import CellEvaluation
+from monitor.core.cell_result import CellResult, Estimate
+from monitor.core.results import Axis2Outcome, Axis3Outcome, CellEvaluation
 from monitor.core.tiers import Tier, TierResult
 
 DAY = 86_400
@@ -29,17 +29,16 @@ TIER = {0: Tier.PRACTICAL_STABILITY, 1: Tier.CAUTION_REQUIRED, 2: Tier.HIGH_VARI
 
 def make(k, metric, attribute, *, verdict, reliable, vfr, level) -> CellEvaluation:
     result = CellResult(
-        model_id="m", metric=metric, attribute=attribute, threshold=0.8, direction=">=",
-        value=0.85 if verdict == "pass" else 0.75, point_verdict=verdict, n_pass=400, K=500,
-        vfr=vfr, dominant_verdict=verdict, sigma=2.0, mean=0.8, sd=0.02, ci_low=0.7,
-        ci_high=0.9, n_undefined=0, window_n=5000, resample_n=5000, groups_left_out=(),
-        groups_left_out_point=(),
+        model_id="m", metric=metric, attribute=attribute, threshold=0.8, direction=">=", K=500,
+        window_n=5000, resample_n=5000, groups_left_out=(), groups_left_out_point=(),
+        raw=Estimate(0.85 if verdict == "pass" else 0.75, verdict, 400, vfr, verdict, 2.0, 0.8,
+                     0.02, 0.7, 0.9, 0),
     )  # fmt: skip
     tier = TIER[level]
     return CellEvaluation(
         result=result, evaluation=k, tier=TierResult(tier, (), (), ()), confirmed_tier=tier.value,
-        confirmed_verdict=verdict, n_star=1000.0, kappa=0.8, evaluated_at=str(TIMES[k]),
-        reliable_verdict=reliable,
+        confirmed_verdict=verdict, axis2=Axis2Outcome(1000.0), axis3=Axis3Outcome(True, 0.8),
+        evaluated_at=str(TIMES[k]), reliable_verdict=reliable,
     )  # fmt: skip
 
 

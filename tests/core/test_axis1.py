@@ -27,15 +27,13 @@ from monitor.bench.synthetic import synthetic_tables
 from monitor.config import MonitorConfig
 from monitor.core import sampling
 from monitor.core.axis1 import (
-    _CELL_FIELDS,
-    CellResult,
-    _new_cell,
     allocate_resample,
     draw_params,
     evaluate_axis1,
     percentile_of_sorted,
     summarise_draws,
 )
+from monitor.core.cell_result import EVALUABLE
 from monitor.core.counts import CountTable
 from monitor.reference.axis1 import reference_axis1
 from tests.support.strategies import cohorts
@@ -284,7 +282,8 @@ def test_defined_window_with_mostly_undefined_resamples_is_not_evaluable():
     assert r.not_evaluable_reason.startswith("the value is undefined in 100 of 100 resamples")
     # each group has 15 of 20 in a resample: 5 more there, 10 more in the window (x 60/30),
     # in both groups (neither reaches)
-    assert (r.records_needed, r.records_needed_groups) == (20, ("a", "b"))
+    e = r.evaluability
+    assert (e.records_needed, e.records_needed_groups) == (20, ("a", "b"))
     assert r.needs() == "up to 20 more records in a and b"
 
 
@@ -336,15 +335,18 @@ def test_draw_params_kernel_equals_the_numpy_statement_to_the_bit(n, seed):
         assert want.shape == have.shape and want.tobytes() == have.tobytes()
 
 
-def test_new_cell_is_the_dataclass_and_refuses_what_init_refuses():
-    cell = evaluate_axis1(synthetic_tables(400, 1, 3), RULES[:1], K=20, N=400, threads=1)[0]
-    values = {f: getattr(cell, f) for f in _CELL_FIELDS}
-    made = _new_cell(values)
-    assert made == cell == CellResult(**values)
-    assert list(vars(made)) == list(_CELL_FIELDS)  # field order, as __init__ sets them
-    with pytest.raises(TypeError, match="has no field"):
-        _new_cell({**values, "no_such_field": 1})
-    with pytest.raises(TypeError, match="needs"):
-        _new_cell({k: v for k, v in values.items() if k != "metric"})
+def test_the_engine_makes_each_cell_of_frozen_slotted_parts():
+    cells = evaluate_axis1(synthetic_tables(400, 1, 3), RULES, K=20, N=400, threads=1)
+    assert cells
+    for cell in cells:
+        # slotted: no per-instance dict; the verdict is the raw estimate without pooling
+        assert not hasattr(cell, "__dict__") and not hasattr(cell.raw, "__dict__")
+        assert cell.verdict is cell.raw and cell.pooled is None and cell.verdict_basis == "raw"
+        if cell.evaluable:  # the common case shares one part
+            assert cell.evaluability is EVALUABLE
+        else:  # no verdict: no drivers to explain it
+            assert cell.drivers is None and cell.point_verdict == "not_evaluable"
     with pytest.raises(dataclasses.FrozenInstanceError):
-        made.vfr = 0.0  # frozen as ever
+        cells[0].raw.vfr = 0.0  # type: ignore[misc]  # frozen as ever
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cells[0].K = 1  # type: ignore[misc]

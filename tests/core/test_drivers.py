@@ -6,6 +6,7 @@ of a share over K independent resamples, times Z = 5, plus 1 / K for discretenes
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -24,8 +25,9 @@ from monitor.core.drivers import (
     subgroup_extremes,
 )
 from monitor.core.intersections import Intersection
+from monitor.core.jsonable import to_json
 from monitor.core.metrics import Tallies, supported_groups
-from monitor.core.results import cell_result_from_dict
+from monitor.store.codec import cell_result_from_json
 
 Z = 5.0
 RULES = MonitorConfig().metrics
@@ -76,16 +78,17 @@ def test_failing_cell_names_its_extremes_and_how_often():
     K = 500
     (c,) = evaluate_axis1({("m", "race"): t}, di, K=K, N=4400, seed=5)
     assert c.point_verdict == "fail"
-    assert (c.driver_rate, c.low_group, c.low_rate) == ("SR", "N", 0.30)
-    assert (c.high_group, c.high_rate) == ("W", 0.52)
-    assert c.low_share == 1.0
-    assert 0.3 < c.high_share < 1.0  # W is often but not always the highest
-    shares = {g: (lo, hi) for g, lo, hi in c.extreme_shares}
+    d = c.drivers
+    assert (d.rate, d.low_group, d.low_rate) == ("SR", "N", 0.30)
+    assert (d.high_group, d.high_rate) == ("W", 0.52)
+    assert d.low_share == 1.0
+    assert 0.3 < d.high_share < 1.0  # W is often but not always the highest
+    shares = {g: (lo, hi) for g, lo, hi in d.shares}
     assert sum(hi for _, hi in shares.values()) == pytest.approx(1.0, abs=0.02)
     assert driver_sentence(c.to_dict()) == (
         "DI by race fails because N patients are selected at 0.30 against 0.52 for W "
         f"patients; in 100 % of resamples N is the lowest group and in "
-        f"{round(100 * c.high_share)} % W is the highest."
+        f"{round(100 * d.high_share)} % W is the highest."
     )
 
 
@@ -97,7 +100,7 @@ def test_share_of_two_tied_groups_is_about_one_half():
     (c,) = evaluate_axis1(
         {("m", "race"): t}, [r for r in RULES if r.name == "SPD"], K=K, N=4200, seed=9
     )
-    shares = {g: lo for g, lo, _ in c.extreme_shares}
+    shares = {g: lo for g, lo, _ in c.drivers.shares}
     tol = Z * math.sqrt(0.25 / K) + 1 / K + 0.05  # 0.05: the tie share, at most
     assert abs(shares["X"] - 0.5) <= tol and abs(shares["Y"] - 0.5) <= tol
     assert shares["X"] + shares["Y"] >= 1.0  # one of them is the lowest in every resample
@@ -110,9 +113,10 @@ def test_withheld_group_is_a_small_group_without_figures():
     (c,) = evaluate_axis1({("m", "race"): t}, [r for r in RULES if r.name == "DI"], K=200,
                           N=2964, seed=1)  # fmt: skip
     assert c.point_verdict == "fail"
-    assert c.low_group is None and c.low_withheld and math.isnan(c.low_rate)
-    assert math.isnan(c.low_share)
-    assert all(g not in ("N", "S") for g, _, _ in c.extreme_shares)
+    d = c.drivers
+    assert d.low_group is None and d.low_withheld and math.isnan(d.low_rate)
+    assert math.isnan(d.low_share)
+    assert all(g not in ("N", "S") for g, _, _ in d.shares)
     s = driver_sentence(c.to_dict())
     assert s.startswith("DI by race fails because a small group is selected against 0.52 for W")
     assert "N" not in s.replace("DI by", "") and "0.20" not in s
@@ -126,7 +130,7 @@ def test_stable_pass_and_undefined_cells_have_no_drivers():
         [r for r in RULES if r.name in ("DI", "SPD")], K=200, N=6000, seed=1,
     )  # fmt: skip
     for c in cells:
-        assert c.driver_rate is None and c.low_group is None, c
+        assert c.drivers is None and c.driver_rate is None and c.low_group is None, c
         assert driver_sentence(c.to_dict()) is None
     assert any(c.attribute == "race" and c.vfr == 0 and c.point_verdict == "pass" for c in cells)
     assert any(c.attribute == "sex" and math.isnan(c.value) for c in cells)
@@ -136,8 +140,9 @@ def test_drivers_survive_the_json_round_trip():
     t = window([("N", 400, 0.30), ("W", 2000, 0.52)])
     (c,) = evaluate_axis1({("m", "race"): t}, [r for r in RULES if r.name == "DI"], K=100,
                           N=2400, seed=1)  # fmt: skip
-    back = cell_result_from_dict(c.to_dict())
-    assert back == c
+    assert c.drivers is not None
+    assert cell_result_from_json(c.to_dict()) == c
+    assert cell_result_from_json(json.loads(to_json(c.to_dict()))) == c
 
 
 def test_calibration_driver_is_the_largest_error():
@@ -150,10 +155,10 @@ def test_calibration_driver_is_the_largest_error():
     t.add(g, label, (score > 0.5).astype(int), score)
     cal = [MetricRule(name="CAL", threshold=0.05, direction="<=")]
     (c,) = evaluate_axis1({("m", "sex"): t}, cal, K=200, N=n, seed=1)
-    assert c.point_verdict == "fail" and c.high_group == "B"
+    assert c.point_verdict == "fail" and c.drivers.high_group == "B"
     assert driver_sentence(c.to_dict()).startswith(
         f"CAL by sex fails because B patients have the largest calibration error "
-        f"({c.high_rate:.2f}); in 100 % of resamples B is the highest group"
+        f"({c.drivers.high_rate:.2f}); in 100 % of resamples B is the highest group"
     )
 
 
@@ -180,6 +185,11 @@ def test_subgroups_within_an_extreme_group():
     assert (lo_a, hi_a) == ("A x M", "A x M")
 
 
+def _subs(c) -> tuple:
+    """The combined groups within a cell's lowest group (none: no drivers)."""
+    return () if c.drivers is None else c.drivers.subgroups
+
+
 def test_attribute_cell_names_the_combined_groups_within_its_lowest_group():
     """DI by race fails because of N; the race_x_sex table of the same grid says which
     sex groups within N are selected least (N:F at 0.20, N:M at 0.40). Which combined
@@ -196,15 +206,15 @@ def test_attribute_cell_names_the_combined_groups_within_its_lowest_group():
     cells = evaluate_axis1(tables, di, K=100, N=2450, seed=1, intersections=inter)
     by_attr = {c.attribute: c for c in cells}
     c = by_attr["race"]
-    assert c.low_group == "N" and c.low_subgroups == (("N:F", 0.20), ("N:M", 0.40))
+    assert c.low_group == "N" and _subs(c) == (("N:F", 0.20), ("N:M", 0.40))
     assert driver_sentence(c.to_dict()).endswith("; within N: N:F 0.20, N:M 0.40.")
-    assert by_attr["race_x_sex"].low_subgroups == ()  # a combined cell has no finer groups
-    assert cell_result_from_dict(c.to_dict()) == c
+    assert _subs(by_attr["race_x_sex"]) == ()  # a combined cell has no finer groups
+    assert cell_result_from_json(json.loads(to_json(c.to_dict()))) == c
     # without the configured intersection, or without its table, nothing to decompose
-    assert evaluate_axis1(tables, di, K=100, N=2450, seed=1)[0].low_subgroups == ()
+    assert _subs(evaluate_axis1(tables, di, K=100, N=2450, seed=1)[0]) == ()
     (alone,) = evaluate_axis1({("m", "race"): race}, di, K=100, N=2450, seed=1,
                               intersections=inter)  # fmt: skip
-    assert alone.low_subgroups == ()
+    assert _subs(alone) == ()
     # a table that is not the configured combinations is refused, not misread
     wrong = {("m", "race"): race, ("m", "race_x_sex"): window(list(reversed(spec)))}
     with pytest.raises(ValueError, match="not the 4 combinations of race x sex"):

@@ -9,6 +9,7 @@ tests/core/test_axis1.py). Seeds are fixed.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -21,6 +22,7 @@ from monitor.config.engine import engine_options
 from monitor.core.axis1 import evaluate_axis1, pooling_specs, run_axis1
 from monitor.core.counts import CountTable
 from monitor.core.intersections import Intersection
+from monitor.core.jsonable import to_json
 from monitor.core.metrics import Tallies
 from monitor.core.pooling import (
     PoolingSpec,
@@ -28,8 +30,8 @@ from monitor.core.pooling import (
     pooled_metric,
     shrunk_rates,
 )
-from monitor.core.results import cell_result_from_dict
 from monitor.reference.pooling import pooled_metric_from_records, reference_pooled_axis1
+from monitor.store.codec import cell_result_from_json
 
 Z = 5.0
 POOLED_RULES = [
@@ -114,13 +116,13 @@ def test_pooled_bootstrap_matches_oracle(seed, n, rates):
             rule.name, rule.threshold, rule.direction, [race, sex], parents, comb, label,
             decision, K=K, N=n, min_group_support=20, rng=rng,
         )  # fmt: skip
-        assert f.pooled_value == pytest.approx(ref["value"], abs=1e-9)
-        pf, po = f.pooled_n_pass / K, ref["n_pass"] / K
+        assert f.pooled.value == pytest.approx(ref["value"], abs=1e-9)
+        pf, po = f.pooled.n_pass / K, ref["n_pass"] / K
         pbar = (pf + po) / 2
         tol = Z * math.sqrt(2 * pbar * (1 - pbar) / K) + 2 / K
         assert abs(pf - po) <= tol, (rule.name, pf, po, tol)
-        assert abs(f.pooled_vfr - ref["vfr"]) <= tol
-        assert f.verdict_basis == "raw" and math.isnan(f.raw_value)
+        assert abs(f.pooled.vfr - ref["vfr"]) <= tol
+        assert f.verdict_basis == "raw" and f.verdict is f.raw
 
 
 def worked_example() -> dict[tuple[str, str], CountTable]:
@@ -160,17 +162,17 @@ def test_worked_example_pooling_changes_the_verdict():
     # pooled: the scatter around the logit-additive margins is no more than binomial
     # noise, so every group takes its prior mean: Black x Female 0.4358, Black x Male
     # 0.4266 (now the lowest), White x Female 0.5005 (the highest)
-    assert math.isinf(cell.pooled_strength)
-    assert cell.pooled_value == pytest.approx(0.4266 / 0.5005, abs=5e-4)
-    assert cell.pooled_point_verdict == "pass" and cell.pooled_dominant_verdict == "pass"
+    assert math.isinf(cell.pooled.strength)
+    assert cell.pooled.value == pytest.approx(0.4266 / 0.5005, abs=5e-4)
+    assert cell.pooled.point_verdict == "pass" and cell.pooled.dominant_verdict == "pass"
     assert cell.verdict_basis == "raw"  # beside the raw one, not in its place
     # with a fixed prior of 100 records' weight the group is pulled only part of the way
     fixed = pooling_specs(
         tables, engine_options(pooling_config(enabled=True, prior_strength=100.0))
     )
     (cell100,) = evaluate_axis1(tables, di, K=500, N=1030, seed=11, pooling=fixed)
-    assert cell100.pooled_value == pytest.approx(0.4045 / 0.5001, abs=5e-4)
-    assert cell100.pooled_point_verdict == "pass"
+    assert cell100.pooled.value == pytest.approx(0.4045 / 0.5001, abs=5e-4)
+    assert cell100.pooled.point_verdict == "pass"
 
 
 def test_pooled_verdict_only_when_configured():
@@ -178,16 +180,20 @@ def test_pooled_verdict_only_when_configured():
     cfg = pooling_config(enabled=True, verdict="pooled")
     (cell,) = run_axis1(tables, engine_options(cfg, threads=1), seed=3)
     assert cell.verdict_basis == "pooled"
-    assert cell.point_verdict == "pass" and cell.value == cell.pooled_value
-    assert cell.vfr == cell.pooled_vfr and cell.n_pass == cell.pooled_n_pass
-    assert cell.raw_point_verdict == "fail" and cell.raw_value == pytest.approx(0.6)
-    # a JSON round trip keeps every pooled field
-    back = cell_result_from_dict(cell.to_dict())
-    assert back.verdict_basis == "pooled" and back.raw_value == cell.raw_value
+    assert cell.verdict is cell.pooled and cell.point_verdict == "pass"
+    assert cell.value == cell.pooled.value and cell.vfr == cell.pooled.vfr
+    assert cell.raw.point_verdict == "fail" and cell.raw.value == pytest.approx(0.6)
+    # the stored form: the pooled figures in the verdict fields, the raw ones in raw_*
+    row = cell.to_dict()
+    assert (row["value"], row["pooled_value"], row["verdict_basis"]) == (
+        cell.pooled.value, cell.pooled.value, "pooled")
+    assert (row["raw_point_verdict"], row["raw_value"]) == ("fail", cell.raw.value)
+    # a JSON round trip gives the same cell, both estimates
+    assert cell_result_from_json(json.loads(to_json(row))) == cell
     # off by default: the same grid has no pooled figures
     (plain,) = run_axis1(tables, engine_options(pooling_config()), seed=3)
     assert plain.verdict_basis == "raw" and plain.point_verdict == "fail"
-    assert math.isnan(plain.pooled_value) and plain.pooled_point_verdict is None
+    assert plain.pooled is None and plain.to_dict()["pooled_point_verdict"] is None
 
 
 def test_only_combination_attributes_pool_and_only_binomial_metrics():
@@ -198,7 +204,7 @@ def test_only_combination_attributes_pool_and_only_binomial_metrics():
     options = engine_options(cfg, threads=1)
     assert list(pooling_specs(tables, options)) == ["race_x_sex"]
     cells = run_axis1(tables, options, seed=1)
-    pooled = {(c.attribute, c.metric) for c in cells if not math.isnan(c.pooled_value)}
+    pooled = {(c.attribute, c.metric) for c in cells if c.pooled is not None}
     assert pooled == {("race_x_sex", m) for m in ("SPD", "EOPP", "EOD", "PP")}
 
 
@@ -235,7 +241,7 @@ def test_pooling_applies_to_tables_built_from_a_configuration():
     options = engine_options(cfg, threads=1)
     assert set(pooling_specs(tables, options)) == {"race_x_sex"}
     cells = run_axis1(tables, options, seed=5)
-    pooled = {(c.metric, c.attribute) for c in cells if not math.isnan(c.pooled_value)}
+    pooled = {(c.metric, c.attribute) for c in cells if c.pooled is not None}
     assert pooled == {(m, "race_x_sex") for m in ("DI", "SPD", "EOPP", "EOD", "PP")}
-    assert all(c.pooled_strength == 100.0 for c in cells if c.attribute == "race_x_sex"
+    assert all(c.pooled.strength == 100.0 for c in cells if c.attribute == "race_x_sex"
                and c.metric in ("DI", "SPD"))  # fmt: skip

@@ -282,21 +282,23 @@ def test_not_evaluable_cell_round_trips_through_stored_json():
     not evaluable, its reason and its records needed; a row stored before (no such keys)
     reads as evaluable."""
     import json
+    from dataclasses import replace
 
+    from monitor.core.cell_result import Evaluability
     from monitor.core.jsonable import to_json
-    from monitor.core.results import CellEvaluation, cell_result_from_dict
+    from monitor.store.codec import evaluation_from_json
+    from monitor.store.migrations import upgraded_cell
     from tests.support.exporter_state import make_cell
 
     cell = make_cell(value=math.nan, vfr=math.nan, not_evaluable="fewer than two race groups")
-    cell = CellEvaluation(
-        **{**cell.__dict__, "result": cell.result.__class__(
-            **{**cell.result.__dict__, "records_needed": 15, "records_needed_groups": ("2",)}
-        )}
-    )  # fmt: skip
-    back = CellEvaluation.from_dict(json.loads(to_json(cell.to_dict())))
+    ev = Evaluability(False, "fewer than two race groups", 15, ("2",))
+    cell = replace(cell, result=replace(cell.result, evaluability=ev))
+    back = evaluation_from_json(json.loads(to_json(cell.to_dict())))
     assert not back.result.evaluable and back.tier.reason == "fewer than two race groups"
     assert back.tier.tier.value == "Not-Evaluable" and math.isnan(back.result.vfr)
-    assert (back.result.records_needed, back.result.records_needed_groups) == (15, ("2",))
-    old = {k: v for k, v in make_cell().result.to_dict().items() if k not in (
+    assert back.result.evaluability == ev
+    assert back.to_dict().keys() == cell.to_dict().keys()
+    # a row written before these keys existed is upgraded once (migration v13): evaluable
+    old = {k: v for k, v in json.loads(to_json(make_cell().to_dict())).items() if k not in (
         "evaluable", "not_evaluable_reason", "records_needed", "records_needed_groups")}
-    assert cell_result_from_dict(old).evaluable
+    assert evaluation_from_json(upgraded_cell(old)).result.evaluable

@@ -16,11 +16,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batch_axes.audit_cell import AuditCell
+from batch_axes.audit_cell import audit_cell_from_row
+from monitor.core.cell_result import CellResult, Estimate
 from monitor.core.events import CellEvent
 from monitor.core.jsonable import to_json
 from monitor.core.privacy import SMALL_CELL, SMALL_CELL_LABEL
-from monitor.core.results import CertifiedVerdict
+from monitor.core.results import Axis2Outcome, Axis3Outcome, CellEvaluation, CertifiedVerdict
 from monitor.core.tiers import Tier, TierResult
 from monitor.publish.cells import (
     audit_cell_read,
@@ -113,37 +114,35 @@ def test_an_event_is_written_as_the_rule_writes_its_row(window_n):
     assert bool(said) == (window_n is not None and window_n >= SMALL_CELL)  # said if shown
 
 
-def _audit_cell(cohort_n: int | None, **kw) -> AuditCell:
+def _audit_cell(cohort_n: int, min_denominator: float) -> CellEvaluation:
     tier = TierResult(Tier.CAUTION_REQUIRED, ("axis1",), ("axis2",), ("axis3",))
-    cell = AuditCell(
-        model_id="m", metric="DI", attribute="sex", threshold=0.8, direction=">=", K=200,
-        groups_left_out=("9",), cohort_n=cohort_n, value=0.61, point_verdict="fail",
-        dominant_verdict="fail", vfr=0.3, sigma=math.inf, ci_low=0.55, ci_high=0.66,
-        n_pass=12, resample_n=503, min_denominator=41.0, tier=tier, n_star=math.inf,
-        n_star_reached=False, kappa=0.4, kappa_band="fair", kappa_degenerate=False,
-        axis3_note="", groups_evaluated=2, groups_total=3,
+    result = CellResult(
+        "m", "DI", "sex", 0.8, ">=", 200, cohort_n, 503, ("9",), (),
+        Estimate(0.61, "fail", 12, 0.3, "fail", math.inf, ci_low=0.55, ci_high=0.66),
+        min_denominator=min_denominator, groups_evaluated=2, groups_total=3,
     )  # fmt: skip
-    return replace(cell, **kw)
+    return CellEvaluation(result, tier, Axis2Outcome(math.inf),
+                          Axis3Outcome(True, 0.4, "fair", False))  # fmt: skip
 
 
-@pytest.mark.parametrize("cohort_n", [None, 4, SMALL_CELL, 503])
+@pytest.mark.parametrize("cohort_n", [0, 4, SMALL_CELL, 503])
 @pytest.mark.parametrize("min_denominator", [41.0, math.nan])
 def test_an_audit_cell_read_back_from_its_file_is_the_published_cell_it_was(
     cohort_n, min_denominator
 ):
-    cell = _audit_cell(cohort_n, min_denominator=min_denominator)
+    cell = _audit_cell(cohort_n, min_denominator)
     published = audit_cell_value(cell)
     row = json.loads(json.dumps(audit_cell_json(published)))
-    back = audit_cell_read(AuditCell.from_dict(row))
+    back = audit_cell_read(audit_cell_from_row(row))
     assert audit_cell_json(back) == row
     assert isinstance(back.figures, Shown) == isinstance(published.figures, Shown)
     assert back.identity == published.identity
     if isinstance(published.figures, Shown):
         assert row["cohort_n"] % 5 == 0 and row["n_star"] == "inf"
-        read = AuditCell.from_dict(row)
-        mine = published.figures.value.read_back()
-        assert (mine.cohort_n, mine.resample_n, mine.support_note) == (
-            read.cohort_n, read.resample_n, read.support_note
+        read = audit_cell_from_row(row).result
+        mine = published.figures.value.read_back().result
+        assert (mine.window_n, mine.resample_n, mine.support_note) == (
+            read.window_n, read.resample_n, read.support_note
         )
     else:
         assert row["value"] == row["cohort_n"] == WITHHELD_TEXT

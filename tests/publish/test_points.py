@@ -10,9 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batch_axes.audit_cell import AuditCell
+from batch_axes.audit_cell import audit_cell_from_row
+from monitor.core.cell_result import CellResult, Estimate
 from monitor.core.privacy import SMALL_CELL
+from monitor.core.results import Axis2Outcome, Axis3Outcome, CellEvaluation
 from monitor.core.tiers import Tier, TierResult
+from monitor.publish.cells import published_audit_cell
 from monitor.publish.points import (
     WITHHELD_TIER,
     CellPoint,
@@ -81,26 +84,29 @@ def test_a_stored_point_shows_a_figure_only_from_eleven_records(n):
         assert p.value == 0.61 and p.tier == "Caution-Required"
 
 
-def _audit_cell(cohort_n: int | None, **kw) -> AuditCell:
+def _audit_cell(cohort_n: int, value: float = 0.61, kappa: float = 0.4) -> CellEvaluation:
     tier = TierResult(Tier.CAUTION_REQUIRED, ("axis1",), ("axis2",), ("axis3",))
-    cell = AuditCell(
-        model_id="m", metric="DI", attribute="sex", threshold=0.8, direction=">=", K=200,
-        groups_left_out=(), cohort_n=cohort_n, value=0.61, point_verdict="fail",
-        dominant_verdict="fail", vfr=0.3, sigma=0.02, ci_low=0.55, ci_high=0.66, n_pass=12,
-        resample_n=500, min_denominator=40.0, tier=tier, n_star=5000.0, n_star_reached=True,
-        kappa=0.4, kappa_band="fair", kappa_degenerate=False, axis3_note="",
-        groups_evaluated=2, groups_total=2, time_to_reliable="about 3 weeks",
+    result = CellResult(
+        "m", "DI", "sex", 0.8, ">=", 200, cohort_n, 500, (), (),
+        Estimate(value, "fail", 12, 0.3, "fail", 0.02, ci_low=0.55, ci_high=0.66),
+        min_denominator=40.0, groups_evaluated=2, groups_total=2,
     )  # fmt: skip
-    return replace(cell, **kw)
+    return CellEvaluation(
+        result, tier, Axis2Outcome(5000.0, "about 3 weeks"),
+        Axis3Outcome(True, kappa, "fair", False),
+    )  # fmt: skip
 
 
-@pytest.mark.parametrize("cohort_n", [None, 0, SMALL_CELL - 1])
+@pytest.mark.parametrize("cohort_n", [0, SMALL_CELL - 1])
 def test_a_withheld_audit_cell_keeps_its_identity_only(cohort_n):
     p = published_audit_point(_audit_cell(cohort_n))
     assert p == _identity_only(p)
     assert (p.model_id, p.metric, p.attribute, p.window_n, p.K) == (
-        "m", "DI", "sex", cohort_n or 0, 200
+        "m", "DI", "sex", cohort_n, 200
     )
+    # as the report reads it back from cells.json: identity only too
+    back = audit_cell_from_row(published_audit_cell(_audit_cell(cohort_n)))
+    assert published_audit_point(back) == replace(p, window_n=0)
 
 
 def test_an_audit_cell_of_eleven_records_shows_its_figures_and_nan_reads_as_none():

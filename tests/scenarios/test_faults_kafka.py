@@ -107,7 +107,8 @@ def _final_axes(cfg_path: Path, db: Path) -> dict:
     on timing, and the reference run has none, so only the numbered evaluations are
     comparable between the two.
     """
-    from monitor.core.tiers import cell_tier
+    from monitor.core.results import axes_tier
+    from monitor.store.codec import cell_result_from_json
 
     cfg = load_config(cfg_path)
     svc = MonitorService(cfg, db_path=str(db), start_scheduler=False)
@@ -128,12 +129,8 @@ def _final_axes(cfg_path: Path, db: Path) -> dict:
         for m, me, a, result in last[["model_id", "metric", "attribute", "result"]].itertuples(
             index=False
         ):
-            vfr = json.loads(result)["vfr"]
-            ns = ax.n_star.get(m, {}).get((me, a))
-            kp = ax.kappa.get(m, {}).get((me, a))
-            tiers[(m, me, a)] = cell_tier(
-                vfr, ns, kp, ax.axis3_applicable.get(m, True), cfg
-            ).tier.value
+            r = cell_result_from_json(json.loads(result))
+            tiers[(m, me, a)] = axes_tier(r, *ax.outcomes(m, me, a), cfg).tier.value
         return {"axes": axes, "tiers": tiers}
     finally:
         svc.store.close()

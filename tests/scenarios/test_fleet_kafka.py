@@ -27,10 +27,10 @@ from consumers.kafka_tools import ensure_topic, produce_records
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import load_config
 from monitor.core.jsonable import to_json
-from monitor.core.tiers import cell_tier
+from monitor.core.results import axes_tier
 from monitor.service.app import MonitorService
 from monitor.store import Store, queries
-from monitor.store.codec import axis_payload
+from monitor.store.codec import axis_payload, cell_result_from_json
 from monitor.stream.axis_cache import AxisCache
 from tests.support.service_process import (
     ServiceProcess,
@@ -112,11 +112,8 @@ def _final_tiers(results: pd.DataFrame, axes: AxisCache, cfg) -> dict:
     for m, me, a, result in last[["model_id", "metric", "attribute", "result"]].itertuples(
         index=False
     ):
-        vfr = json.loads(result)["vfr"]
-        tiers[(m, me, a)] = cell_tier(
-            vfr, axes.n_star.get(m, {}).get((me, a)), axes.kappa.get(m, {}).get((me, a)),
-            axes.axis3_applicable.get(m, True), cfg,
-        ).tier.value  # fmt: skip
+        r = cell_result_from_json(json.loads(result))
+        tiers[(m, me, a)] = axes_tier(r, *axes.outcomes(m, me, a), cfg).tier.value
     return tiers
 
 

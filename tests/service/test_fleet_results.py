@@ -146,7 +146,7 @@ def test_a_revoked_partition_is_dropped_and_restored_when_it_comes_back(tmp_path
     assert pipe.forget_partitions([("t", 1)]) == ["model-01"]
     assert pipe.owned_models() == ["model-00", "model-02"]
     assert not any(c.key[0] == "model-01" for c in pipe.latest_cells())
-    assert "model-01" not in pipe.axes.n_star
+    assert "model-01" not in pipe.axes.axis2_outcomes
     _feed(pipe, payloads, start=half)  # model-01's records arrive again
     assert pipe.owned_models() == ["model-00", "model-01", "model-02"]
     pd.testing.assert_frame_equal(stream_results(store), stream_results(ref))

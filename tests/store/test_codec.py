@@ -43,6 +43,7 @@ from monitor.store.codec import (
     encode_evaluation,
     encode_releases,
 )
+from monitor.store.migrations import upgraded_cell
 from tests.support.exporter_state import make_cell
 
 CFG = config_from_mapping({"window": {"size": 400, "hop_records": 200, "hop_seconds": 0}})
@@ -275,11 +276,15 @@ def test_a_cell_evaluation_round_trips(cell):
 
 def test_a_cell_evaluation_as_an_earlier_version_stored_it():
     """A row without the fields added since (not applicable axes, outcome coverage,
-    certified verdict): their defaults; an empty column is an error."""
+    certified verdict), as a file not migrated holds it (the report opens files read-only),
+    reads as upgraded_cell (migration v13) makes it: their defaults; an empty column is an
+    error."""
     d = make_cell("m", "DI", "race", partial=True).to_dict()
     for k in ("not_applicable_axes", "outcome_coverage", "certified", "predictions"):
         del d[k]
     back = decode_evaluation(json.dumps(d))
+    once = decode_evaluation(to_json(upgraded_cell(d)))  # as migration v13 leaves the row
+    assert encode_evaluation(back) == encode_evaluation(once)
     assert back.tier.not_applicable_axes == ("axis3",) and back.outcome_coverage is None
     assert back.certified is None and back.predictions is None
     with pytest.raises(ValueError, match="empty"):

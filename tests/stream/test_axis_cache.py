@@ -6,6 +6,7 @@ import math
 
 from batch_axes.axis2 import Axis2Cell
 from batch_axes.axis3 import Axis3Cell, Axis3Result
+from monitor.core.results import Axis2Outcome, Axis3Outcome
 from monitor.stream.axis_cache import AxisCache
 
 
@@ -21,7 +22,7 @@ def _axis3(model: str, applicable: bool, kappas: dict[tuple[str, str], float]) -
     )  # fmt: skip
 
 
-def test_each_axis_result_gives_its_lookups_and_forget_drops_them_all():
+def test_each_axis_result_gives_each_cell_its_outcomes_and_forget_drops_them_all():
     cache = AxisCache()
     cache.set_axis2("m", [
         Axis2Cell("m", "DI", "race", 603, math.inf, False, True, ()),
@@ -29,18 +30,24 @@ def test_each_axis_result_gives_its_lookups_and_forget_drops_them_all():
     ])  # fmt: skip
     cache.set_axis3("m", _axis3("m", True, {("DI", "race"): 0.55}))
     cache.set_axis3("n", _axis3("n", False, {}))
-    assert cache.n_star["m"] == {("DI", "race"): math.inf, ("SPD", "sex"): 400.0}
-    assert cache.kappa["m"] == {("DI", "race"): 0.55}
-    assert cache.axis3_applicable == {"m": True, "n": False}
+    a2, a3 = cache.outcomes("m", "DI", "race")
+    assert a2 == Axis2Outcome(math.inf) and not a2.reached
+    assert a3 == Axis3Outcome(True, 0.55, "moderate", False, "", "")
+    a2, a3 = cache.outcomes("m", "SPD", "sex")  # Axis 3 did not judge it: no kappa
+    assert a2 == Axis2Outcome(400.0) and a3 == Axis3Outcome(True)
+    assert cache.outcomes("n", "DI", "race") == (None, Axis3Outcome(False, note="one hospital"))
+    assert cache.outcomes("o", "DI", "race") == (None, None)  # no result yet
     assert len(cache.axis2["m"]) == 2
     cache.forget("m")
-    for book in (cache.axis2, cache.axis3, cache.n_star, cache.kappa, cache.axis3_applicable):
+    for book in (cache.axis2, cache.axis3, cache.axis2_outcomes, cache.axis3_outcomes):
         assert "m" not in book
-    assert cache.axis3_applicable == {"n": False}
+    assert cache.outcomes("m", "DI", "race") == (None, None)
+    assert cache.outcomes("n", "DI", "race")[1] == Axis3Outcome(False, note="one hospital")
 
 
 def test_a_new_result_replaces_the_old_one():
     cache = AxisCache()
     cache.set_axis2("m", [Axis2Cell("m", "DI", "race", 603, 500.0, True, False, ())])
     cache.set_axis2("m", [Axis2Cell("m", "SPD", "sex", 700, 300.0, True, False, ())])
-    assert cache.n_star["m"] == {("SPD", "sex"): 300.0}
+    assert cache.outcomes("m", "SPD", "sex")[0] == Axis2Outcome(300.0)
+    assert cache.outcomes("m", "DI", "race")[0] is None

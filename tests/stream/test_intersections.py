@@ -168,9 +168,9 @@ def test_configured_pooling_reaches_the_streamed_intersection_cells(tmp_path):
     for c in offline:
         if (c.metric, c.attribute) in pooled:
             stored = got[(c.metric, c.attribute)]
-            assert stored["pooled_value"] == c.pooled_value
-            assert stored["pooled_vfr"] == c.pooled_vfr
-            assert stored["pooled_strength"] == 100.0 == c.pooled_strength
+            assert stored["pooled_value"] == c.pooled.value
+            assert stored["pooled_vfr"] == c.pooled.vfr
+            assert stored["pooled_strength"] == 100.0 == c.pooled.strength
 
 
 def test_pooling_without_an_intersection_to_pool_is_refused():

@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from monitor.core.axis1 import CellResult
+from monitor.core.cell_result import CellResult, Estimate, Evaluability
 from monitor.core.coverage import AttributeCoverage, PublishedCoverage
 from monitor.core.events import CellEvent
 from monitor.core.explain import Cutoffs, explain_event
-from monitor.core.results import CellEvaluation, CertifiedVerdict
+from monitor.core.results import Axis2Outcome, Axis3Outcome, CellEvaluation, CertifiedVerdict
 from monitor.core.tiers import Tier, TierResult, not_evaluable_tier
 from monitor.service.exporter import Exporter, GroupStat, ModelStatus, StateSnapshot
 
@@ -53,14 +53,17 @@ def make_cell(model="xgb", metric="DI", attribute="race", **over) -> CellEvaluat
         confirmed_pass=None, not_evaluable="",
     )  # fmt: skip
     kw.update(over)
+    ev = Evaluability(not kw["not_evaluable"], kw["not_evaluable"])
     result = CellResult(
         model_id=model, metric=metric, attribute=attribute, threshold=0.8, direction=">=",
-        value=kw["value"], point_verdict="pass" if kw["point_pass"] else "fail", n_pass=380,
-        K=500, vfr=kw["vfr"], dominant_verdict="pass" if kw["dominant_pass"] else "fail",
-        sigma=kw["sigma"], mean=0.83, sd=0.02, ci_low=kw["ci_low"], ci_high=kw["ci_high"],
-        n_undefined=0, window_n=kw["window_n"], resample_n=kw["window_n"], groups_left_out=(),
-        groups_left_out_point=(), evaluable=not kw["not_evaluable"],
-        not_evaluable_reason=kw["not_evaluable"],
+        K=500, window_n=kw["window_n"], resample_n=kw["window_n"], groups_left_out=(),
+        groups_left_out_point=(),
+        raw=Estimate(
+            kw["value"], "pass" if kw["point_pass"] else "fail", 380, kw["vfr"],
+            "pass" if kw["dominant_pass"] else "fail", kw["sigma"], 0.83, 0.02, kw["ci_low"],
+            kw["ci_high"], 0,
+        ),
+        evaluability=ev,
     )  # fmt: skip
     tier = TierResult(Tier(kw["tier"]), (), (), ("axis3",) if kw["partial"] else ())
     if kw["not_evaluable"]:
@@ -69,7 +72,9 @@ def make_cell(model="xgb", metric="DI", attribute="race", **over) -> CellEvaluat
     return CellEvaluation(
         result=result, evaluation=1, tier=tier, confirmed_tier=kw["confirmed_tier"],
         confirmed_verdict=None if cp is None else ("pass" if cp else "fail"),
-        n_star=kw["n_star"], kappa=kw["kappa"], evaluated_at="2026-01-01 00:00:00+00:00",
+        axis2=None if kw["n_star"] is None else Axis2Outcome(kw["n_star"]),
+        axis3=None if kw["kappa"] is None else Axis3Outcome(True, kw["kappa"]),
+        evaluated_at="2026-01-01 00:00:00+00:00",
         # the reliable verdict: the confirmed one unless a test says otherwise
         reliable_verdict=kw.get("reliable_verdict",
                                 None if cp is None else ("pass" if cp else "fail")),
