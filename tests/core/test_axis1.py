@@ -347,6 +347,6 @@ def test_the_engine_makes_each_cell_of_frozen_slotted_parts():
         else:  # no verdict: no drivers to explain it
             assert cell.drivers is None and cell.point_verdict == "not_evaluable"
     with pytest.raises(dataclasses.FrozenInstanceError):
-        cells[0].raw.vfr = 0.0  # type: ignore[misc]  # frozen as ever
+        cells[0].raw.vfr = 0.0  # frozen as ever
     with pytest.raises(dataclasses.FrozenInstanceError):
-        cells[0].K = 1  # type: ignore[misc]
+        cells[0].K = 1
