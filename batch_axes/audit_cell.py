@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from monitor.core.cell_result import EVALUABLE, CellResult, Estimate, Evaluability
@@ -133,7 +134,63 @@ def audit_row(cell: CellEvaluation) -> dict[str, Any]:
         "support_note": r.support_note,
         "time_to_reliable": "" if a2 is None else a2.time_to_reliable,
         "records_to_reliable": None if a2 is None else a2.records_to_reliable,
+        **pooled_columns(r),
     }
+
+
+#: The columns of a cell with a pooled estimate ([pooling], docs/method.md "Pooled
+#: estimates"), after the others; ``raw_*`` when the pooled estimate is the verdict (the
+#: verdict columns then hold the pooled figures). Absent without pooling, so an audit
+#: without ``[pooling]`` writes the files it always wrote.
+POOLED_COLUMNS = (
+    "verdict_basis", "pooled_value", "pooled_point_verdict", "pooled_vfr",
+    "pooled_dominant_verdict", "pooled_ci_low", "pooled_ci_high", "pooled_strength",
+    "raw_value", "raw_point_verdict", "raw_vfr", "raw_dominant_verdict",
+)  # fmt: skip
+
+
+def pooled_columns(r: CellResult) -> dict[str, Any]:
+    """A cell's pooled estimate as row columns (:data:`POOLED_COLUMNS`); {} without one."""
+    p = r.pooled
+    if p is None:
+        return {}
+    out: dict[str, Any] = {
+        "verdict_basis": r.verdict_basis,
+        "pooled_value": float_or_none(p.value),
+        "pooled_point_verdict": p.point_verdict,
+        "pooled_vfr": float_or_none(p.vfr),
+        "pooled_dominant_verdict": p.dominant_verdict,
+        "pooled_ci_low": float_or_none(p.ci_low),
+        "pooled_ci_high": float_or_none(p.ci_high),
+        "pooled_strength": _inf_word(float_or_none(p.strength)),
+    }
+    if r.verdict_basis == "pooled":
+        raw = r.raw
+        out.update(
+            raw_value=float_or_none(raw.value), raw_point_verdict=raw.point_verdict,
+            raw_vfr=float_or_none(raw.vfr), raw_dominant_verdict=raw.dominant_verdict,
+        )  # fmt: skip
+    return out
+
+
+def _pooled_from_row(d: Mapping[str, Any]) -> tuple[Estimate | None, Estimate | None, str]:
+    """(pooled estimate, raw estimate beside a pooled verdict, verdict basis) of a row."""
+    if d.get("pooled_value", "") == "" and "pooled_point_verdict" not in d:
+        return None, None, "raw"
+    pooled = Estimate(
+        as_float(d.get("pooled_value")), str(d.get("pooled_point_verdict") or ""), 0,
+        as_float(d.get("pooled_vfr")), str(d.get("pooled_dominant_verdict") or ""),
+        ci_low=as_float(d.get("pooled_ci_low")), ci_high=as_float(d.get("pooled_ci_high")),
+        strength=as_float(d.get("pooled_strength")),
+    )  # fmt: skip
+    basis = str(d.get("verdict_basis") or "raw")
+    if basis != "pooled":
+        return pooled, None, basis
+    raw = Estimate(
+        as_float(d.get("raw_value")), str(d.get("raw_point_verdict") or ""), 0,
+        as_float(d.get("raw_vfr")), str(d.get("raw_dominant_verdict") or ""),
+    )  # fmt: skip
+    return pooled, raw, basis
 
 
 def audit_cell_from_row(d: Mapping[str, Any]) -> CellEvaluation:
@@ -173,6 +230,7 @@ def audit_cell_from_row(d: Mapping[str, Any]) -> CellEvaluation:
         Tier(d["tier"]), _split(d.get("failed_axes")), _split(d.get("pending_axes")),
         ("axis3",) if partial else (), reason,
     )  # fmt: skip
+    pooled, raw_beside, basis = _pooled_from_row(d)
     result = CellResult(
         **identity,
         window_n=int(d["cohort_n"]),
@@ -193,6 +251,12 @@ def audit_cell_from_row(d: Mapping[str, Any]) -> CellEvaluation:
         groups_evaluated=int(d.get("groups_evaluated") or 0),
         groups_total=groups_total,
     )
+    if pooled is not None:  # the verdict columns hold the pooled figures with a pooled verdict
+        verdict = result.raw
+        result = replace(
+            result, pooled=replace(pooled, n_pass=verdict.n_pass) if basis == "pooled" else pooled,
+            raw=raw_beside if raw_beside is not None else verdict, verdict_basis=basis,
+        )  # fmt: skip
     n_star = _none_or_float(d.get("n_star"))
     axis2 = None
     if n_star is not None:

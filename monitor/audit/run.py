@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 import pandas as pd
 
+from batch_axes.audit_cell import POOLED_COLUMNS
 from batch_axes.audit_tables import audit_tables_from_frame
 from batch_axes.equilense import EquiLenseResult
 from batch_axes.runner import run_equilense
@@ -158,11 +159,14 @@ def write_report(report: AuditReport, out_dir: str | Path) -> dict[str, Path]:
     }
     published = report.published()
     cells = cells_json(published)
+    # a pooled audit's cells carry their pooled estimates too ([pooling]; POOLED_COLUMNS)
+    pooled = any("pooled_value" in row for row in cells["cells"])
+    columns = (*CELL_COLUMNS, *POOLED_COLUMNS) if pooled else CELL_COLUMNS
     with paths["cells_csv"].open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CELL_COLUMNS)
+        w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
         for row in cells["cells"]:
-            w.writerow(csv_row(row, CELL_COLUMNS))
+            w.writerow(csv_row(row, columns))
     paths["cells_json"].write_text(json.dumps(cells, indent=1))
     assert published.equilense is not None  # an audit always runs EquiLense
     paths["mppd"].write_text(json.dumps(equilense_json(published.equilense), indent=1))

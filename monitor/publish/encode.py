@@ -97,9 +97,10 @@ def encoded_row(row: Mapping[str, Any], *published: Mapping[str, Any] | None) ->
 
 
 def csv_row(row: Mapping[str, Any], columns: Sequence[str]) -> JsonObject:
-    """A JSON row as a CSV row of ``columns``: an empty field for null (a withheld figure
-    is already :data:`WITHHELD_TEXT`)."""
-    return {k: "" if row[k] is None else row[k] for k in columns}
+    """A JSON row as a CSV row of ``columns``: an empty field for null or a column the
+    row does not have (an audit cell without a pooled estimate, beside pooled ones); a
+    withheld figure is already :data:`WITHHELD_TEXT`."""
+    return {k: "" if row.get(k) is None else row[k] for k in columns}
 
 
 # --------------------------------------------------------------------------- cells

@@ -334,3 +334,36 @@ def test_diabetes_intersections_say_how_many_groups_they_rest_on(tmp_path):
             assert int(c["records_to_reliable"]) > int(c["cohort_n"]) // 2
         else:
             assert c["time_to_reliable"] == "" and c["records_to_reliable"] == ""
+
+
+def test_a_pooled_audit_writes_the_pooled_estimates_of_its_intersection_cells(tmp_path):
+    """Issue 38's defect as a user met it: ``vfr-monitor audit`` with a configured
+    race_x_sex and ``[pooling]`` wrote 7 race_x_sex cells and none carried a pooled
+    estimate. Now every poolable race_x_sex cell does, in cells.json and cells.csv, and
+    reads back the same; cells of the parent attributes do not pool."""
+    from batch_axes.audit_cell import audit_cell_from_row
+    from monitor.audit.run import run_audit, write_report
+    from monitor.bench.synthetic import synthetic_window
+    from monitor.config import config_from_mapping
+
+    cfg = config_from_mapping({
+        "intersections": [{"attributes": ["race", "sex"]}],
+        "pooling": {"enabled": True, "prior_strength": 100},
+        "axis1": {"K": 60}, "axis2": {"R": 20},
+    })  # fmt: skip
+    frame = synthetic_window(3000, models=1, seed=4).drop(columns=["decision"])
+    paths = write_report(run_audit(frame, cfg), tmp_path)
+    rows = json.loads(paths["cells_json"].read_text())["cells"]
+    pooled = {(r["metric"], r["attribute"]) for r in rows if r.get("pooled_value") is not None}
+    assert pooled == {(m, "race_x_sex") for m in ("DI", "SPD", "EOPP", "EOD", "PP")}
+    for r in rows:
+        if (r["metric"], r["attribute"]) in pooled:
+            assert r["pooled_strength"] == 100.0 and r["verdict_basis"] == "raw"
+            back = audit_cell_from_row(r).result
+            assert back.pooled is not None and back.pooled.value == r["pooled_value"]
+            assert back.value == r["value"] or math.isnan(back.value)
+    with paths["cells_csv"].open() as f:
+        table = list(csv.DictReader(f))
+    assert "pooled_value" in table[0]
+    got = {(r["metric"], r["attribute"]) for r in table if r["pooled_value"] != ""}
+    assert got == pooled
