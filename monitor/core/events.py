@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from monitor.core.tiers import TIER_LEVEL, Tier
 
@@ -128,6 +128,24 @@ class ReliableVerdict:
 CERTIFIED_CHANGE = "certified_change"
 
 
+class EventAxes(TypedDict, total=False):
+    """The axis values behind an event, as they are stored: a verdict flip's or tier
+    change's (``value``, ``vfr``, ``n_star``, ``kappa``, ``sigma``; the window's figures
+    ``value`` and ``sigma`` are dropped before anything leaves: monitor.publish.events),
+    a certified change's (``records``, rounded to 5, and whether it is a ``page``).
+
+    A TypedDict, not a class: the stored JSON and the results topic carry it as it is, and
+    rows written by every earlier version read back into it unchanged."""
+
+    value: float
+    vfr: float
+    n_star: float | None
+    kappa: float | None
+    sigma: float
+    records: int
+    page: bool
+
+
 @dataclass(frozen=True)
 class CellEvent:
     """A verdict flip or tier change of one cell, with the axis values behind it."""
@@ -143,10 +161,10 @@ class CellEvent:
         str  # tier: "downgrade" / "upgrade" / "pending"; verdict: "pass_to_fail" / "fail_to_pass"
     )
     evaluation: int
-    axes: dict[str, Any] = field(default_factory=dict)
+    axes: EventAxes = field(default_factory=EventAxes)
     #: the same axes before the change: at the previous evaluation for a raw event, at
     #: the last evaluation that still showed the old confirmed value for a confirmed one
-    axes_before: dict[str, Any] = field(default_factory=dict)
+    axes_before: EventAxes = field(default_factory=EventAxes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -175,10 +193,10 @@ class CellTracker:
         self.verdict = Debounced(confirm_windows)
         self.tier = Debounced(confirm_windows)
         #: axes of the previous evaluation (the "before" of a raw event)
-        self.last_axes: dict[str, Any] = {}
+        self.last_axes: EventAxes = {}
         #: per tracked quantity, axes of the last evaluation that showed its confirmed
         #: value (the "before" of a confirmed event)
-        self.settled_axes: dict[str, dict[str, Any]] = {}
+        self.settled_axes: dict[str, EventAxes] = {}
         self.reliable = ReliableVerdict(confirm_windows, tau_vfr)
 
     def observe_not_evaluable(self) -> list[CellEvent]:
@@ -196,7 +214,7 @@ class CellTracker:
         return []
 
     def observe(
-        self, evaluation: int, verdict: str, tier: str, axes: dict[str, Any]
+        self, evaluation: int, verdict: str, tier: str, axes: EventAxes
     ) -> list[CellEvent]:
         """Raw and confirmed verdict flips, then raw and confirmed tier changes.
 
@@ -222,13 +240,13 @@ class CellTracker:
                             confirmed,
                             direction(old, new),
                             evaluation,
-                            dict(axes),
-                            dict(before),
+                            EventAxes(**axes),
+                            EventAxes(**before),
                         )
                     )
             if state.raw == state.confirmed:
-                self.settled_axes[kind] = dict(axes)
-        self.last_axes = dict(axes)
+                self.settled_axes[kind] = EventAxes(**axes)
+        self.last_axes = EventAxes(**axes)
         return events
 
     def to_dict(self) -> dict[str, Any]:
@@ -246,8 +264,11 @@ class CellTracker:
         out = cls(*d["key"])
         out.verdict = Debounced.from_dict(d["verdict"])
         out.tier = Debounced.from_dict(d["tier"])
-        out.last_axes = dict(d.get("last_axes") or {})  # absent in files before v4
-        out.settled_axes = {k: dict(v) for k, v in (d.get("settled_axes") or {}).items()}
+        # stored JSON, as CellTracker.to_dict wrote it (last_axes absent in files before v4)
+        out.last_axes = cast(EventAxes, dict(d.get("last_axes") or {}))
+        out.settled_axes = {
+            k: cast(EventAxes, dict(v)) for k, v in (d.get("settled_axes") or {}).items()
+        }
         if "reliable" in d:  # states written before the reliable verdict start afresh
             out.reliable = ReliableVerdict.from_dict(d["reliable"])
         else:

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
-from monitor.core.events import CellEvent
+from monitor.core.events import CellEvent, EventAxes
 from monitor.core.numbers import float_or_none
 
 TIER_WORDS = {
@@ -64,7 +63,7 @@ def _moved(name: str, a: float, b: float) -> str:
     return f"{name} {verb} from {_num(a)} to {_num(b)}"
 
 
-def _crossings(before: dict[str, Any], after: dict[str, Any], c: Cutoffs) -> list[str]:
+def _crossings(before: EventAxes, after: EventAxes, c: Cutoffs) -> list[str]:
     """Each axis whose value crossed its tier cutoff, or arrived for the first time."""
     out = []
     for key, name, cutoff, bad_above in (
@@ -91,7 +90,7 @@ def _crossings(before: dict[str, Any], after: dict[str, Any], c: Cutoffs) -> lis
     return out
 
 
-def _value_clause(before: dict[str, Any], after: dict[str, Any], c: Cutoffs) -> str:
+def _value_clause(before: EventAxes, after: EventAxes, c: Cutoffs) -> str:
     if "value" not in after:
         return ""  # published events carry no window figure (monitor.stream.publication)
     b = float_or_none(after.get("value"))

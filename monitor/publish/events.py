@@ -8,11 +8,11 @@ than 11 records: it carries verdicts, tiers, VFR, N* and kappa, never the window
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from monitor.core.events import CellEvent
+from monitor.core.events import CellEvent, EventAxes
 
 #: The columns of a stored event's row, in the events table's order.
 EVENT_COLUMNS = (
@@ -31,8 +31,11 @@ def published_events(events: Sequence[CellEvent]) -> list[CellEvent]:
     flip is an alert), so its figures could differ from the cell's last release by fewer
     than 11 records; the value is read from the cell's released evaluation instead."""
 
-    def strip(axes: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in axes.items() if k not in EVENT_FIGURES}
+    def strip(axes: EventAxes) -> EventAxes:
+        out = EventAxes(**axes)
+        out.pop("value", None)  # EVENT_FIGURES
+        out.pop("sigma", None)
+        return out
 
     return [replace(e, axes=strip(e.axes), axes_before=strip(e.axes_before)) for e in events]
 

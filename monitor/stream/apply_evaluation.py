@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from monitor.config import MonitorConfig
-from monitor.core.events import CellTracker
+from monitor.core.events import CellTracker, EventAxes
 from monitor.core.results import CellEvaluation, EvaluationRecord, axes_tier
 from monitor.publish.events import published_events
 from monitor.stream.axis_cache import AxisCache
@@ -79,7 +79,7 @@ def apply_evaluation(
         cell_key = (r.metric, r.attribute)
         a2, a3 = axes.outcomes(model_id, r.metric, r.attribute)
         tier = axes_tier(r, a2, a3, cfg)
-        figures = {
+        figures: EventAxes = {
             "value": r.value, "vfr": r.vfr, "n_star": None if a2 is None else a2.n_star,
             "kappa": None if a3 is None else a3.kappa, "sigma": r.sigma,
         }  # fmt: skip

@@ -9,7 +9,7 @@ from typing import Any
 
 from monitor.core.cell_result import CellResult, Estimate, Evaluability
 from monitor.core.coverage import AttributeCoverage, PublishedCoverage
-from monitor.core.events import CellEvent
+from monitor.core.events import CellEvent, EventAxes
 from monitor.core.explain import Cutoffs, explain_event
 from monitor.core.results import Axis2Outcome, Axis3Outcome, CellEvaluation, CertifiedVerdict
 from monitor.core.tiers import Tier, TierResult, not_evaluable_tier
@@ -103,7 +103,7 @@ def event(kind="verdict_flip", model="xgb", metric="DI", attribute="race", old="
           new="fail", confirmed=False, direction="pass_to_fail", axes=None,
           before=None) -> CellEvent:  # fmt: skip
     return CellEvent(kind, model, metric, attribute, old, new, confirmed, direction, 1,
-                     axes or {}, before or {})  # fmt: skip
+                     EventAxes(**(axes or {})), EventAxes(**(before or {})))  # fmt: skip
 
 
 def explain(e: CellEvent) -> str:
