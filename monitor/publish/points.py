@@ -83,7 +83,7 @@ class CellPoint:
     pooled_vfr: float | None = None
     pooled_dominant_verdict: str | None = None
 
-    #: "4 of 12 groups evaluated" and whether it rests on two groups or dozens (issue 24)
+    #: "4 of 12 groups evaluated" and whether it rests on two groups or dozens
     support_note: str = ""
     #: N* not reached: the time this volume needs, e.g. "about 14 weeks at this volume"
     time_to_reliable: str = ""

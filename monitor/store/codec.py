@@ -1,4 +1,4 @@
-"""The one place where the stored state JSON becomes typed values (issue 31).
+"""The one place where the stored state JSON becomes typed values.
 
 The store keeps a model's stream state (``model_state``) and each cell's tracker state
 (``cell_state``) as JSON columns; what reads them gets the typed values here, never a
