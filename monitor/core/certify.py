@@ -77,14 +77,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from monitor.core.counts import CountTable
 from monitor.core.method import MetricRule
-from monitor.core.outcome_split import needs_label
 
 #: The rates each certifiable metric compares between groups.
 RATES_OF = {"DI": ("SR",), "SPD": ("SR",), "EOPP": ("TPR",), "EOD": ("TPR", "FPR"), "PP": ("PPV",)}
@@ -137,7 +136,23 @@ def rate_counts(table: CountTable, rate: str) -> tuple[np.ndarray, np.ndarray]:
     """(successes, trials) per group of one rate from a count table (docs/method.md
     section 2): SR = selected of records, TPR = selected of positives, FPR = selected of
     negatives, PPV = positives of the selected."""
-    c = table.counts.sum(axis=-1)  # (group, label, decision)
+    return cube_rate_counts(outcome_cube(table), rate)
+
+
+def outcome_cube(table: CountTable) -> np.ndarray:
+    """A count table's records per (group, label, decision), its score bins summed: all a
+    certified cell reads of a block (integers)."""
+    out: np.ndarray = table.counts.sum(axis=-1)
+    return out
+
+
+def cube_rate_counts(c: np.ndarray, rate: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rate_counts` of a (group, label, decision) cube (:func:`outcome_cube`).
+
+    >>> c = np.zeros((2, 2, 2), np.int64); c[0, 1, 1] = 3; c[0, 0, 1] = 1; c[1, 1, 0] = 2
+    >>> [x.tolist() for x in cube_rate_counts(c, "TPR")]
+    [[3, 0], [3, 2]]
+    """
     if rate == "SR":
         return c[:, :, 1].sum(axis=1), c.sum(axis=(1, 2))
     if rate == "TPR":
@@ -523,87 +538,3 @@ class CertifiedCell:
 def certified_rules(rules: Sequence[MetricRule]) -> list[MetricRule]:
     """The rules of a grid that get a certified verdict (the others keep VFR only)."""
     return [r for r in rules if pair_spec(r) is not None]
-
-
-class CertifiedGrid:
-    """The certified verdicts of one model's grid: a :class:`CertifiedCell` per
-    certifiable (metric, attribute), the threshold from the model's budget.
-
-    What the pipeline needs at each count hop: ``observe`` with the hop's *block* tables
-    (attribute -> CountTable of the records since the previous hop; for label-based
-    metrics, of the outcomes joined since then) and the block's length in years of event
-    time; it returns the certified changes, each (metric, attribute, old, new, records):
-    a change from 'undetermined' is a first certification (a notice), any other a page.
-    ``state()`` / ``restore()`` carry the cells across a restart.
-
-    >>> from monitor.config import MonitorConfig
-    >>> cfg = MonitorConfig()
-    >>> grid = CertifiedGrid(cfg.metrics, {a.name: a.codes for a in cfg.attributes}, 0.1)
-    >>> len(grid.cells), grid.threshold
-    (20, 400.0)
-    """
-
-    def __init__(
-        self,
-        rules: Sequence[MetricRule],
-        attributes: Mapping[str, Sequence[str]],
-        false_pages_per_year: float,
-        min_group_support: int = 20,
-    ):
-        keys = [(r, a) for r in certified_rules(rules) for a in attributes]
-        self.threshold = threshold_for_budget(false_pages_per_year, max(len(keys), 1))
-        self.cells = {
-            (r.name, a): CertifiedCell(r, attributes[a], self.threshold,
-                                       min_group_support=min_group_support)
-            for r, a in keys
-        }  # fmt: skip
-
-    def observe(
-        self,
-        blocks: Mapping[str, CountTable],
-        years: float,
-        outcomes: Mapping[str, CountTable] | None = None,
-    ) -> list[tuple[str, str, str, str, int]]:
-        """One block into every cell. ``outcomes``: where outcomes arrive after their
-        predictions, the tables of the outcomes joined in the block, which the label-based
-        metrics read instead of ``blocks`` (each outcome counted in the block it arrived in)."""
-        changes = []
-        for (metric, attribute), cell in self.cells.items():
-            source = outcomes if outcomes is not None and needs_label(metric) else blocks
-            if attribute not in source:
-                continue
-            change = cell.update(block_counts(source[attribute], cell.spec), years)
-            if change is not None:
-                changes.append((metric, attribute, *change, int(cell.last_records)))
-        return changes
-
-    def verdicts(self) -> dict[tuple[str, str], str]:
-        # a grid's cells are single cells (no batch axis): each verdict is one str
-        return {k: cast(str, c.verdict) for k, c in self.cells.items()}
-
-    _ARRAYS = ("x", "n", "r_fail", "r_pass", "entering", "state", "records")
-
-    def state(self) -> dict[str, dict[str, Any]]:
-        """JSON-ready state of every cell (lists of numbers)."""
-        return {
-            f"{m}|{a}": {k: np.asarray(getattr(c, k)).tolist() for k in self._ARRAYS}
-            for (m, a), c in self.cells.items()
-        }
-
-    def restore(self, state: Mapping[str, Mapping[str, Any]]) -> None:
-        """Load :meth:`state`; cells it does not name start undetermined.
-
-        A state saved before the detectors had a bet-grid axis (``r_fail``/``r_pass`` one
-        number per pair) is accepted: each pair's number becomes every one of its
-        detectors' (each continues the saved detector with its own bets from here on,
-        which is as valid as the saved one, so their mean is)."""
-        for (m, a), c in self.cells.items():
-            saved = state.get(f"{m}|{a}")
-            if saved is None:
-                continue
-            for k in self._ARRAYS:
-                cur = np.asarray(getattr(c, k))
-                arr = np.asarray(saved[k], dtype=cur.dtype)
-                if k in ("r_fail", "r_pass") and arr.shape == cur.shape[:-1]:
-                    arr = np.repeat(arr[..., None], cur.shape[-1], axis=-1)
-                setattr(c, k, arr.reshape(cur.shape))
