@@ -40,6 +40,7 @@ from monitor.core.certify import (
     _R_CAP,
     VERDICTS,
     CertifiedCell,
+    both_sides_bets,
     certified_rules,
     cube_rate_counts,
     log_e_values,
@@ -149,22 +150,20 @@ def flat_update(
     w = np.where(evaluable, years_, 0.0)[L.pair_cell][:, None]
     m = mask[:, None]
     state_p = state[L.pair_cell][:, None]
-    for code, side in ((_FAIL, "fail"), (_PASS, "pass")):
-        if np.all(state == code):
-            continue  # that side's detector is off in every cell (reset below)
-        log_e = np.zeros(r_fail.shape)
-        for lo, hi, first in L.runs:
-            la, lb = cells[first]._bets(qa[lo:hi], qb[lo:hi], na[lo:hi], nb[lo:hi], side)
-            spec = cells[first].spec
-            log_e[lo:hi] = log_e_values(
-                xa[lo:hi, None], na[lo:hi, None], xb[lo:hi, None], nb[lo:hi, None], la, lb,
-                spec.theta, spec.eps,
-            )  # fmt: skip
-        e = np.where(m, np.exp(np.minimum(log_e, 600.0)), 1.0)
-        if code == _FAIL:
-            r_fail = np.where(m, np.minimum((w + r_fail) * e, _R_CAP), 0.0)
-        else:
-            r_pass = np.where(m, np.minimum((w + r_pass) * e, _R_CAP), 0.0)
+    # both sides' e-values, run by run (one constraint each): [0] fail, [1] pass
+    log_e = np.zeros((2, *r_fail.shape))
+    for lo, hi, first in L.runs:
+        cell = cells[first]
+        spec = cell.spec
+        la, lb = both_sides_bets(qa[lo:hi], qb[lo:hi], na[lo:hi], nb[lo:hi], spec.theta,
+                                 spec.eps, cell.margin, cell.grid)  # fmt: skip
+        log_e[:, lo:hi] = log_e_values(
+            xa[None, lo:hi, None], na[None, lo:hi, None], xb[None, lo:hi, None],
+            nb[None, lo:hi, None], la, lb, spec.theta, spec.eps,
+        )  # fmt: skip
+    e = np.where(m, np.exp(np.minimum(log_e, 600.0)), 1.0)
+    r_fail = np.where(m, np.minimum((w + r_fail) * e[0], _R_CAP), 0.0)
+    r_pass = np.where(m, np.minimum((w + r_pass) * e[1], _R_CAP), 0.0)
     # in a certified state only the other side's detector runs
     r_fail = np.where(state_p == _FAIL, 0.0, r_fail)
     r_pass = np.where(state_p == _PASS, 0.0, r_pass)

@@ -253,17 +253,31 @@ def growth_bets(
     Any bet fixed before the block's outcomes (from the past and the block's trial
     counts) keeps the e-value valid; this one only decides how fast evidence grows.
     """
-    q_a = np.asarray(q_a, np.float64)
-    q_b = np.clip(np.asarray(q_b, np.float64), 1e-3, 1 - 1e-3)
-    edge = theta * q_b - eps
+    q_a, q_b, beyond = _aimed(q_a, q_b, theta, eps, side, margin)
+    pb, pa = kl_projection(q_a, q_b, n_a, n_b, theta, eps)
+    return _signed_growth(q_a, q_b, pa, pb, beyond, side)
+
+
+def _aimed(
+    q_a: ArrayLike, q_b: ArrayLike, theta: float, eps: float, side: str, margin: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`growth_bets`' alternative: (q_a, q_b) clipped, and where it lies in (0, 1)."""
+    qa = np.asarray(q_a, np.float64)
+    qb = np.clip(np.asarray(q_b, np.float64), 1e-3, 1 - 1e-3)
+    edge = theta * qb - eps
     # an alternative at least ``margin`` beyond the boundary: a cell whose prediction is
     # still on the null side bets on a crossing just beyond it (a change shows in the
     # first block after it, as a CUSUM's would), the plug-in once it lies further out
-    q_a = np.minimum(q_a, edge - margin) if side == "fail" else np.maximum(q_a, edge + margin)
-    beyond = (q_a > 0) & (q_a < 1)
-    q_a = np.clip(q_a, 1e-3, 1 - 1e-3)
-    pb, pa = kl_projection(q_a, q_b, n_a, n_b, theta, eps)
+    qa = np.minimum(qa, edge - margin) if side == "fail" else np.maximum(qa, edge + margin)
+    beyond: np.ndarray = (qa > 0) & (qa < 1)
+    return np.clip(qa, 1e-3, 1 - 1e-3), qb, beyond
 
+
+def _signed_growth(
+    q_a: np.ndarray, q_b: np.ndarray, pa: np.ndarray, pb: np.ndarray, beyond: np.ndarray,
+    side: str,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """:func:`growth_bets` from the alternative and its KL projection (pa, pb)."""
     lam_a = np.clip(_logit(q_a) - _logit(pa), -MAX_BET, MAX_BET)
     lam_b = np.clip(_logit(q_b) - _logit(pb), -MAX_BET, MAX_BET)
     if side == "fail":
@@ -298,6 +312,18 @@ def grid_bets(
     block's estimate of p_a - theta p_b); each strength is the growth-optimal bet for
     crossings of that size from the first block after them.
     """
+    return _grid_signed(_grid_origin(q_a, q_b, n_a, n_b, theta, eps, nats), theta, side)
+
+
+#: :func:`grid_bets`' boundary point and step, which do not depend on the side:
+#: (p_a, p_b, v_a, v_b, var, delta)
+_Origin = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _grid_origin(
+    q_a: ArrayLike, q_b: ArrayLike, n_a: ArrayLike, n_b: ArrayLike, theta: float, eps: float,
+    nats: Sequence[float],
+) -> _Origin:  # fmt: skip
     q_a = np.clip(np.asarray(q_a, np.float64), 1e-3, 1 - 1e-3)
     q_b = np.clip(np.asarray(q_b, np.float64), 1e-3, 1 - 1e-3)
     n_a = np.maximum(np.asarray(n_a, np.float64), 1e-9)
@@ -307,6 +333,12 @@ def grid_bets(
     var = v_a + theta**2 * v_b
     k = np.asarray(nats, np.float64)
     delta = np.sqrt(2.0 * k * var[..., None])
+    return pa, pb, v_a, v_b, var, delta
+
+
+def _grid_signed(origin: _Origin, theta: float, side: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grid_bets` of one side from its boundary point and step."""
+    pa, pb, v_a, v_b, var, delta = origin
     sign = -1.0 if side == "fail" else 1.0
     alt_a = np.clip(pa[..., None] + sign * delta * (v_a / var)[..., None], 1e-3, 1 - 1e-3)
     alt_b = np.clip(pb[..., None] - sign * delta * (theta * v_b / var)[..., None], 1e-3, 1 - 1e-3)
@@ -316,6 +348,32 @@ def grid_bets(
     if side == "fail":
         return np.minimum(lam_a, 0.0), np.maximum(lam_b, 0.0)
     return np.maximum(lam_a, 0.0), np.minimum(lam_b, 0.0)
+
+
+def both_sides_bets(
+    q_a: np.ndarray, q_b: np.ndarray, n_a: np.ndarray, n_b: np.ndarray, theta: float,
+    eps: float, margin: float, nats: Sequence[float],
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Every detector's bets on both sides: (lambda_a, lambda_b), each (2, ..., 1 + grid),
+    the fail side first, the plug-in (:func:`growth_bets`) then the grid
+    (:func:`grid_bets`) on the last axis. The same numbers as the two functions side by
+    side, with each KL projection computed once for both sides (a batch's bets in one
+    pass: monitor.core.certified_grid)."""
+    fail_a, qb, fail_in = _aimed(q_a, q_b, theta, eps, "fail", margin)
+    pass_a, _, pass_in = _aimed(q_a, q_b, theta, eps, "pass", margin)
+    two = np.concatenate
+    pb, pa = kl_projection(two([fail_a, pass_a]), two([qb, qb]), two([n_a, n_a]),
+                           two([n_b, n_b]), theta, eps)  # fmt: skip
+    m = len(fail_a)
+    origin = _grid_origin(q_a, q_b, n_a, n_b, theta, eps, nats)
+    las, lbs = [], []
+    for i, (side, qa, inside) in enumerate((("fail", fail_a, fail_in), ("pass", pass_a, pass_in))):
+        part = slice(i * m, (i + 1) * m)
+        la, lb = _signed_growth(qa, qb, pa[part], pb[part], inside, side)
+        ga, gb = _grid_signed(origin, theta, side)
+        las.append(np.concatenate([la[..., None], ga], axis=-1))
+        lbs.append(np.concatenate([lb[..., None], gb], axis=-1))
+    return np.stack(las), np.stack(lbs)
 
 
 def kl_projection(
