@@ -77,14 +77,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from monitor.core.counts import CountTable
 from monitor.core.method import MetricRule
-from monitor.core.outcome_split import needs_label
 
 #: The rates each certifiable metric compares between groups.
 RATES_OF = {"DI": ("SR",), "SPD": ("SR",), "EOPP": ("TPR",), "EOD": ("TPR", "FPR"), "PP": ("PPV",)}
@@ -137,7 +136,23 @@ def rate_counts(table: CountTable, rate: str) -> tuple[np.ndarray, np.ndarray]:
     """(successes, trials) per group of one rate from a count table (docs/method.md
     section 2): SR = selected of records, TPR = selected of positives, FPR = selected of
     negatives, PPV = positives of the selected."""
-    c = table.counts.sum(axis=-1)  # (group, label, decision)
+    return cube_rate_counts(outcome_cube(table), rate)
+
+
+def outcome_cube(table: CountTable) -> np.ndarray:
+    """A count table's records per (group, label, decision), its score bins summed: all a
+    certified cell reads of a block (integers)."""
+    out: np.ndarray = table.counts.sum(axis=-1)
+    return out
+
+
+def cube_rate_counts(c: np.ndarray, rate: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rate_counts` of a (group, label, decision) cube (:func:`outcome_cube`).
+
+    >>> c = np.zeros((2, 2, 2), np.int64); c[0, 1, 1] = 3; c[0, 0, 1] = 1; c[1, 1, 0] = 2
+    >>> [x.tolist() for x in cube_rate_counts(c, "TPR")]
+    [[3, 0], [3, 2]]
+    """
     if rate == "SR":
         return c[:, :, 1].sum(axis=1), c.sum(axis=(1, 2))
     if rate == "TPR":
@@ -238,17 +253,31 @@ def growth_bets(
     Any bet fixed before the block's outcomes (from the past and the block's trial
     counts) keeps the e-value valid; this one only decides how fast evidence grows.
     """
-    q_a = np.asarray(q_a, np.float64)
-    q_b = np.clip(np.asarray(q_b, np.float64), 1e-3, 1 - 1e-3)
-    edge = theta * q_b - eps
+    q_a, q_b, beyond = _aimed(q_a, q_b, theta, eps, side, margin)
+    pb, pa = kl_projection(q_a, q_b, n_a, n_b, theta, eps)
+    return _signed_growth(q_a, q_b, pa, pb, beyond, side)
+
+
+def _aimed(
+    q_a: ArrayLike, q_b: ArrayLike, theta: float, eps: float, side: str, margin: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`growth_bets`' alternative: (q_a, q_b) clipped, and where it lies in (0, 1)."""
+    qa = np.asarray(q_a, np.float64)
+    qb = np.clip(np.asarray(q_b, np.float64), 1e-3, 1 - 1e-3)
+    edge = theta * qb - eps
     # an alternative at least ``margin`` beyond the boundary: a cell whose prediction is
     # still on the null side bets on a crossing just beyond it (a change shows in the
     # first block after it, as a CUSUM's would), the plug-in once it lies further out
-    q_a = np.minimum(q_a, edge - margin) if side == "fail" else np.maximum(q_a, edge + margin)
-    beyond = (q_a > 0) & (q_a < 1)
-    q_a = np.clip(q_a, 1e-3, 1 - 1e-3)
-    pb, pa = kl_projection(q_a, q_b, n_a, n_b, theta, eps)
+    qa = np.minimum(qa, edge - margin) if side == "fail" else np.maximum(qa, edge + margin)
+    beyond: np.ndarray = (qa > 0) & (qa < 1)
+    return np.clip(qa, 1e-3, 1 - 1e-3), qb, beyond
 
+
+def _signed_growth(
+    q_a: np.ndarray, q_b: np.ndarray, pa: np.ndarray, pb: np.ndarray, beyond: np.ndarray,
+    side: str,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """:func:`growth_bets` from the alternative and its KL projection (pa, pb)."""
     lam_a = np.clip(_logit(q_a) - _logit(pa), -MAX_BET, MAX_BET)
     lam_b = np.clip(_logit(q_b) - _logit(pb), -MAX_BET, MAX_BET)
     if side == "fail":
@@ -283,6 +312,18 @@ def grid_bets(
     block's estimate of p_a - theta p_b); each strength is the growth-optimal bet for
     crossings of that size from the first block after them.
     """
+    return _grid_signed(_grid_origin(q_a, q_b, n_a, n_b, theta, eps, nats), theta, side)
+
+
+#: :func:`grid_bets`' boundary point and step, which do not depend on the side:
+#: (p_a, p_b, v_a, v_b, var, delta)
+_Origin = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _grid_origin(
+    q_a: ArrayLike, q_b: ArrayLike, n_a: ArrayLike, n_b: ArrayLike, theta: float, eps: float,
+    nats: Sequence[float],
+) -> _Origin:  # fmt: skip
     q_a = np.clip(np.asarray(q_a, np.float64), 1e-3, 1 - 1e-3)
     q_b = np.clip(np.asarray(q_b, np.float64), 1e-3, 1 - 1e-3)
     n_a = np.maximum(np.asarray(n_a, np.float64), 1e-9)
@@ -292,6 +333,12 @@ def grid_bets(
     var = v_a + theta**2 * v_b
     k = np.asarray(nats, np.float64)
     delta = np.sqrt(2.0 * k * var[..., None])
+    return pa, pb, v_a, v_b, var, delta
+
+
+def _grid_signed(origin: _Origin, theta: float, side: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grid_bets` of one side from its boundary point and step."""
+    pa, pb, v_a, v_b, var, delta = origin
     sign = -1.0 if side == "fail" else 1.0
     alt_a = np.clip(pa[..., None] + sign * delta * (v_a / var)[..., None], 1e-3, 1 - 1e-3)
     alt_b = np.clip(pb[..., None] - sign * delta * (theta * v_b / var)[..., None], 1e-3, 1 - 1e-3)
@@ -301,6 +348,32 @@ def grid_bets(
     if side == "fail":
         return np.minimum(lam_a, 0.0), np.maximum(lam_b, 0.0)
     return np.maximum(lam_a, 0.0), np.minimum(lam_b, 0.0)
+
+
+def both_sides_bets(
+    q_a: np.ndarray, q_b: np.ndarray, n_a: np.ndarray, n_b: np.ndarray, theta: float,
+    eps: float, margin: float, nats: Sequence[float],
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Every detector's bets on both sides: (lambda_a, lambda_b), each (2, ..., 1 + grid),
+    the fail side first, the plug-in (:func:`growth_bets`) then the grid
+    (:func:`grid_bets`) on the last axis. The same numbers as the two functions side by
+    side, with each KL projection computed once for both sides (a batch's bets in one
+    pass: monitor.core.certified_grid)."""
+    fail_a, qb, fail_in = _aimed(q_a, q_b, theta, eps, "fail", margin)
+    pass_a, _, pass_in = _aimed(q_a, q_b, theta, eps, "pass", margin)
+    two = np.concatenate
+    pb, pa = kl_projection(two([fail_a, pass_a]), two([qb, qb]), two([n_a, n_a]),
+                           two([n_b, n_b]), theta, eps)  # fmt: skip
+    m = len(fail_a)
+    origin = _grid_origin(q_a, q_b, n_a, n_b, theta, eps, nats)
+    las, lbs = [], []
+    for i, (side, qa, inside) in enumerate((("fail", fail_a, fail_in), ("pass", pass_a, pass_in))):
+        part = slice(i * m, (i + 1) * m)
+        la, lb = _signed_growth(qa, qb, pa[part], pb[part], inside, side)
+        ga, gb = _grid_signed(origin, theta, side)
+        las.append(np.concatenate([la[..., None], ga], axis=-1))
+        lbs.append(np.concatenate([lb[..., None], gb], axis=-1))
+    return np.stack(las), np.stack(lbs)
 
 
 def kl_projection(
@@ -523,87 +596,3 @@ class CertifiedCell:
 def certified_rules(rules: Sequence[MetricRule]) -> list[MetricRule]:
     """The rules of a grid that get a certified verdict (the others keep VFR only)."""
     return [r for r in rules if pair_spec(r) is not None]
-
-
-class CertifiedGrid:
-    """The certified verdicts of one model's grid: a :class:`CertifiedCell` per
-    certifiable (metric, attribute), the threshold from the model's budget.
-
-    What the pipeline needs at each count hop: ``observe`` with the hop's *block* tables
-    (attribute -> CountTable of the records since the previous hop; for label-based
-    metrics, of the outcomes joined since then) and the block's length in years of event
-    time; it returns the certified changes, each (metric, attribute, old, new, records):
-    a change from 'undetermined' is a first certification (a notice), any other a page.
-    ``state()`` / ``restore()`` carry the cells across a restart.
-
-    >>> from monitor.config import MonitorConfig
-    >>> cfg = MonitorConfig()
-    >>> grid = CertifiedGrid(cfg.metrics, {a.name: a.codes for a in cfg.attributes}, 0.1)
-    >>> len(grid.cells), grid.threshold
-    (20, 400.0)
-    """
-
-    def __init__(
-        self,
-        rules: Sequence[MetricRule],
-        attributes: Mapping[str, Sequence[str]],
-        false_pages_per_year: float,
-        min_group_support: int = 20,
-    ):
-        keys = [(r, a) for r in certified_rules(rules) for a in attributes]
-        self.threshold = threshold_for_budget(false_pages_per_year, max(len(keys), 1))
-        self.cells = {
-            (r.name, a): CertifiedCell(r, attributes[a], self.threshold,
-                                       min_group_support=min_group_support)
-            for r, a in keys
-        }  # fmt: skip
-
-    def observe(
-        self,
-        blocks: Mapping[str, CountTable],
-        years: float,
-        outcomes: Mapping[str, CountTable] | None = None,
-    ) -> list[tuple[str, str, str, str, int]]:
-        """One block into every cell. ``outcomes``: where outcomes arrive after their
-        predictions, the tables of the outcomes joined in the block, which the label-based
-        metrics read instead of ``blocks`` (each outcome counted in the block it arrived in)."""
-        changes = []
-        for (metric, attribute), cell in self.cells.items():
-            source = outcomes if outcomes is not None and needs_label(metric) else blocks
-            if attribute not in source:
-                continue
-            change = cell.update(block_counts(source[attribute], cell.spec), years)
-            if change is not None:
-                changes.append((metric, attribute, *change, int(cell.last_records)))
-        return changes
-
-    def verdicts(self) -> dict[tuple[str, str], str]:
-        # a grid's cells are single cells (no batch axis): each verdict is one str
-        return {k: cast(str, c.verdict) for k, c in self.cells.items()}
-
-    _ARRAYS = ("x", "n", "r_fail", "r_pass", "entering", "state", "records")
-
-    def state(self) -> dict[str, dict[str, Any]]:
-        """JSON-ready state of every cell (lists of numbers)."""
-        return {
-            f"{m}|{a}": {k: np.asarray(getattr(c, k)).tolist() for k in self._ARRAYS}
-            for (m, a), c in self.cells.items()
-        }
-
-    def restore(self, state: Mapping[str, Mapping[str, Any]]) -> None:
-        """Load :meth:`state`; cells it does not name start undetermined.
-
-        A state saved before the detectors had a bet-grid axis (``r_fail``/``r_pass`` one
-        number per pair) is accepted: each pair's number becomes every one of its
-        detectors' (each continues the saved detector with its own bets from here on,
-        which is as valid as the saved one, so their mean is)."""
-        for (m, a), c in self.cells.items():
-            saved = state.get(f"{m}|{a}")
-            if saved is None:
-                continue
-            for k in self._ARRAYS:
-                cur = np.asarray(getattr(c, k))
-                arr = np.asarray(saved[k], dtype=cur.dtype)
-                if k in ("r_fail", "r_pass") and arr.shape == cur.shape[:-1]:
-                    arr = np.repeat(arr[..., None], cur.shape[-1], axis=-1)
-                setattr(c, k, arr.reshape(cur.shape))

@@ -4,8 +4,11 @@ Why here and not on the window: a certified verdict must take each record once, 
 *blocks* of the records since the previous count hop (never an overlapping window), or
 its false-page budget is void. The pipeline calls :meth:`ModelCertified.advance` at each
 hop evaluation it applies (stream order; the recovered ones at start-up too) with the
-hop's stream position; the block is read from the store by stream position
-(:meth:`monitor.store.Store.block_records`):
+hop's stream position; the block's counts come from memory, counted as the records and
+outcomes arrived (:mod:`monitor.stream.certified_blocks`), or from the file by stream
+position when memory does not hold the whole block (after a restart mid-block, a
+recomputed hop, an outcome whose record left the window;
+:meth:`monitor.store.Store.block_records`, the definition):
 
 * the label-free metrics (DI, SPD) take the block's predictions (``model_pos`` in
   (previous position, position]);
@@ -28,31 +31,27 @@ certification (a notice), pass <-> fail a page (alert VFRCertifiedVerdictChange)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import orjson
-import pandas as pd
 
 from monitor.config import MonitorConfig
-from monitor.core.certify import CertifiedGrid, block_counts
-from monitor.core.counts import CountTable
+from monitor.core.certified_grid import CellReading, CertifiedGrid
+from monitor.core.certify import cube_rate_counts
 from monitor.core.events import CERTIFIED_CHANGE, CellEvent
 from monitor.core.outcome_split import needs_label
 from monitor.core.results import CertifiedVerdict
-from monitor.core.tables import attribute_groups
 from monitor.publish.counts import rounded_count
+from monitor.stream.certified_blocks import Block, BlockBook, BlockSource, read_block
+from monitor.stream.window import RecordBatch
+
+__all__ = ["YEAR_NS", "BlockSource", "ModelCertified", "change_direction", "is_page"]
 
 #: one year of event time in ns (the e-detector's clock: false pages per model-year)
 YEAR_NS = 365.25 * 86_400 * 1e9
 
 CellKey = tuple[str, str]
-
-
-class BlockSource(Protocol):
-    """What :meth:`ModelCertified.advance` reads: the store's block read."""
-
-    def block_records(self, model_id: str, after: int, upto: int) -> pd.DataFrame: ...
 
 
 def change_direction(old: str, new: str) -> str:
@@ -64,29 +63,6 @@ def change_direction(old: str, new: str) -> str:
 def is_page(old: str, new: str) -> bool:
     """A certified change pages when it goes between pass and fail (module docstring)."""
     return {old, new} == {"pass", "fail"}
-
-
-def block_tables(
-    frame: pd.DataFrame, config: MonitorConfig
-) -> tuple[dict[str, CountTable], dict[str, CountTable]]:
-    """(label-free tables, label-based tables) of a block read by
-    :meth:`~monitor.store.Store.block_records`: per grid attribute (intersections
-    derived), the block's predictions at label 0 and its joined outcomes with their label."""
-    bins = config.axis1.score_bins
-    groups = attribute_groups(frame, config)
-    label = frame["label"].to_numpy(np.int64)
-    decision = frame["decision"].to_numpy(np.int64)
-    score = frame["score"].to_numpy(np.float64)
-    out: tuple[dict[str, CountTable], dict[str, CountTable]] = ({}, {})
-    for i, column in enumerate(("predicted", "joined")):
-        rows = frame[column].to_numpy(bool)
-        # the label-free metrics read decisions only: their records at label 0
-        y = np.zeros(int(rows.sum()), np.int64) if i == 0 else label[rows]
-        for a in config.grid_attributes:
-            out[i][a.name] = CountTable.from_records(
-                a.codes, groups[a.name][rows], y, decision[rows], score[rows], bins
-            )
-    return out
 
 
 class ModelCertified:
@@ -109,30 +85,46 @@ class ModelCertified:
         self._saved: str | None = None
         #: (position, replayed up to, decayed trials there) of :meth:`_trials_after`
         self._replay: tuple[int, int, dict[CellKey, np.ndarray]] | None = None
+        #: the blocks after :attr:`position`, counted as their records arrive
+        self.blocks = BlockBook(config)
 
     # ------------------------------------------------------------------ blocks
+    def add_predictions(self, batch: RecordBatch, after: int) -> None:
+        """New records at stream positions ``after`` + 1, ... (within one block)."""
+        self.blocks.add_predictions(batch, after)
+
+    def add_outcomes(
+        self, label_pos: np.ndarray, found: np.ndarray, records: RecordBatch | None, arrivals: int
+    ) -> None:
+        """Outcomes the window joined now (:meth:`BlockBook.add_outcomes`)."""
+        self.blocks.add_outcomes(label_pos, found, records, arrivals)
+
+    def _block(self, source: BlockSource, after: int, upto: int, take: bool = False) -> Block:
+        """The block (``after``, ``upto``]: counted in memory when whole there, else read
+        from ``source`` (the file)."""
+        got = self.blocks.take(after, upto) if take else self.blocks.peek(after, upto)
+        return got if got is not None else read_block(
+            source, self.model_id, after, upto, self.config
+        )  # fmt: skip
+
     def advance(self, source: BlockSource, upto: int, evaluation: int) -> list[CellEvent]:
-        """Take the block of stream positions (position, ``upto``] from ``source``;
+        """Take the block of stream positions (position, ``upto``] (:meth:`_block`);
         returns the certified changes as events of evaluation ``evaluation``. A position
         not beyond the last one taken is a no-op (a replayed or recovered hop)."""
         if upto <= self.position:
             return []
-        frame = source.block_records(self.model_id, self.position, upto)
-        return self.observe(frame, upto, evaluation)
+        return self.observe(self._block(source, self.position, upto, take=True), upto, evaluation)
 
-    def observe(self, frame: pd.DataFrame, upto: int, evaluation: int) -> list[CellEvent]:
-        """One block (:meth:`advance`'s read) into every certified cell."""
-        free, joined = block_tables(frame, self.config)
-        predicted = frame["predicted"].to_numpy(bool)
-        times = frame["event_time_ns"].to_numpy(np.int64)[predicted]
+    def observe(self, block: Block, upto: int, evaluation: int) -> list[CellEvent]:
+        """One block (:meth:`advance`'s) into every certified cell."""
         end, start = self.end_ns, self.end_ns
-        if len(times):  # none: every record of the block deleted by retention
-            at = frame["model_pos"].to_numpy(np.int64)[predicted] == upto
-            end = int(times[at][-1]) if at.any() else int(times.max())
-            start = int(times[0]) if start is None else start
+        if block.first_ns is not None:  # none: every record of the block deleted by retention
+            end = block.end_ns
+            start = block.first_ns if start is None else start
         years = 0.0 if end is None or start is None else max(0.0, (end - start) / YEAR_NS)
         events = []
-        for metric, attribute, old, new, records in self.grid.observe(free, years, joined):
+        changes = self.grid.observe_cubes(block.free, years, block.joined)
+        for metric, attribute, old, new, records in changes:
             self.last[(metric, attribute)] = (old, new, records)
             events.append(
                 CellEvent(
@@ -149,17 +141,17 @@ class ModelCertified:
     def verdict(self, key: CellKey) -> CertifiedVerdict | None:
         """The cell's certified verdict now (None: the metric is not certifiable)."""
         cell = self.grid.cells.get(key)
-        if cell is None:
-            return None
+        return None if cell is None else self._verdict(key, CellReading.of(cell))
+
+    def _verdict(self, key: CellKey, reading: CellReading) -> CertifiedVerdict:
+        """A cell's verdict as it goes out, from what the cell says (:class:`CellReading`)."""
         last = self.last.get(key)
-        evaluable = bool(cell.evaluable)
         fail = ok = None
-        if evaluable:
-            ev = cell.evidence()
-            fail = None if cell.verdict == "fail" else round(ev["fail"], 3)
-            ok = None if cell.verdict == "pass" else round(ev["pass"], 3)
+        if reading.evaluable:
+            fail = None if reading.verdict == "fail" else round(reading.fail, 3)
+            ok = None if reading.verdict == "pass" else round(reading.ok, 3)
         return CertifiedVerdict(
-            str(cell.verdict), int(np.asarray(cell.records)), evaluable,
+            reading.verdict, reading.records, reading.evaluable,
             None if last is None else (last[0], last[1]),
             None if last is None else last[2], fail, ok,
         )  # fmt: skip
@@ -179,8 +171,8 @@ class ModelCertified:
         (docs/privacy.md, "Releases"). Exact and the same whatever the evaluations still
         pending when the release is decided: the groups that enter a block are those
         whose decayed trials reached the support after the block before it, replayed
-        here from the file (:meth:`_trials_after`) when the detectors have not taken
-        that block yet.
+        here (:meth:`_trials_after`: from the blocks counted in memory, else from the
+        file) when the detectors have not taken that block yet.
         """
         hop = self.config.window.hop_records
         last = (int(upto) // hop) * hop  # the end of the block shown
@@ -205,7 +197,7 @@ class ModelCertified:
     def _trials_after(self, source: BlockSource, end: int) -> dict[CellKey, np.ndarray]:
         """Each cell's decayed trials (rates x groups) after the block ending at stream
         position ``end`` (a count hop not before :attr:`position`): the state's, then the
-        blocks not taken yet read from ``source`` and decayed as
+        blocks not taken yet (:meth:`_block`) decayed as
         :meth:`~monitor.core.certify.CertifiedCell.update` does. Cached while the
         detectors stay where they are, so consecutive hops read each block once."""
         hop = self.config.window.hop_records
@@ -216,27 +208,21 @@ class ModelCertified:
         at, trials = cached[1], {k: v.copy() for k, v in cached[2].items()}
         while at < end:
             upto = min((at // hop + 1) * hop, end)
-            free, joined = block_tables(
-                source.block_records(self.model_id, at, upto), self.config
-            )
+            block = self._block(source, at, upto)
             for (metric, attribute), cell in self.grid.cells.items():
-                table = (joined if needs_label(metric) else free).get(attribute)
-                if table is None:
+                counts = (block.joined if needs_label(metric) else block.free).get(attribute)
+                if counts is None:
                     continue
-                counts = block_counts(table, cell.spec)
-                ns = np.stack([np.asarray(counts[r][1], np.float64) for r in cell.spec.rates])
+                ns = np.stack([np.asarray(cube_rate_counts(counts, r)[1], np.float64)
+                               for r in cell.spec.rates])  # fmt: skip
                 trials[(metric, attribute)] = cell.decay * trials[(metric, attribute)] + ns
             at = upto
         self._replay = (self.position, at, trials)
         return trials
 
     def verdicts(self) -> dict[CellKey, CertifiedVerdict]:
-        out = {}
-        for key in self.grid.cells:
-            v = self.verdict(key)
-            if v is not None:
-                out[key] = v
-        return out
+        """Every certified cell's verdict now (read from all of them in one pass)."""
+        return {key: self._verdict(key, r) for key, r in self.grid.readings().items()}
 
     # ------------------------------------------------------------------ persistence
     def saved(self) -> str:
@@ -264,8 +250,10 @@ class ModelCertified:
                 self.last[(m, a)] = (str(old), str(new), int(records))
         self.grid.restore(saved.get("cells") or {})
         self._saved = self._replay = None
+        self.blocks.clear()
 
     def start_at(self, position: int) -> None:
         """Start from a stream position (a file written before certified verdicts)."""
         self.position = int(position)
         self._saved = self._replay = None
+        self.blocks.clear()

@@ -56,15 +56,22 @@ class JoinCursor:
         self.seq, self.label, self.delay, self.pos = arrays
         self.done = 0
 
-    def apply(self, window: ModelWindow, upto: int | None) -> None:
-        """Join those with label_pos <= ``upto`` (None: all the rest)."""
+    def apply(
+        self, window: ModelWindow, upto: int | None
+    ) -> tuple[np.ndarray, np.ndarray, RecordBatch | None] | None:
+        """Join those with label_pos <= ``upto`` (None: all the rest). Returns their
+        label_pos, which of them joined a record of the window and those records
+        (:meth:`ModelWindow.join`), for the certified blocks; None: nothing to join."""
         end = len(self.pos) if upto is None else int(np.searchsorted(self.pos, upto, "right"))
         if end <= self.done:
-            return
+            return None
         part = slice(self.done, end)
         order = np.argsort(self.seq[part], kind="stable")
-        window.join(self.seq[part][order], self.label[part][order], self.delay[part][order])
+        found, records = window.join(
+            self.seq[part][order], self.label[part][order], self.delay[part][order]
+        )
         self.done = end
+        return self.pos[part][order], found, records
 
 
 def join_outcomes(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -18,6 +19,9 @@ from monitor.store.codec import ModelStateRow, encode_releases
 from monitor.stream.certified import ModelCertified
 from monitor.stream.publication import ModelPublication, PublishedModel
 from monitor.stream.window import ModelWindow, RecordBatch, WindowCoverage
+
+if TYPE_CHECKING:  # the joins' module imports the store; the state only calls its cursor
+    from monitor.stream.join_windows import JoinCursor
 
 #: a cell of one model: (metric, attribute)
 CellKey = tuple[str, str]
@@ -92,11 +96,20 @@ class ModelState:
         i = 0
         while i < len(batch):
             take = min(hop - w.arrivals % hop, len(batch) - i)
-            w.add(batch.take(slice(i, i + take)))
+            part = batch.take(slice(i, i + take))
+            self.certified.add_predictions(part, w.arrivals)  # before a time window drops any
+            w.add(part)
             self.since_eval += take
             i += take
             if w.arrivals % hop == 0:
                 yield w.arrivals
+
+    def apply_joins(self, cursor: JoinCursor, upto: int | None) -> None:
+        """The batch's outcomes that count by stream position ``upto`` (None: the rest)
+        joined to the window, and counted in their certified blocks."""
+        joined = cursor.apply(self.window, upto)
+        if joined is not None:
+            self.certified.add_outcomes(*joined, self.window.arrivals)
 
     def mark_evaluated(self, wall: float) -> None:
         """An evaluation of the window as it is now was taken at ``wall`` (Unix seconds):

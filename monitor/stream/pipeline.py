@@ -475,7 +475,7 @@ class Pipeline:
             cursor = todo.pop(model_id, None)
             for _ in ms.add_to_hops(batch, hop):
                 if cursor is not None:
-                    cursor.apply(w, w.arrivals)
+                    ms.apply_joins(cursor, w.arrivals)
                 if self.queue.use_worker:
                     job = self.queue.snapshot(w, ms, now, self.store)
                     self._evaluated_now(ms)
@@ -485,12 +485,12 @@ class Pipeline:
                     if item is not None:
                         pending.append(item)
             if cursor is not None:
-                cursor.apply(w, None)
+                ms.apply_joins(cursor, None)
             touched.add(model_id)
         for model_id, cursor in todo.items():  # outcomes only: no hop point moves
             if model_id not in self._models:  # not held here (its partition revoked)
                 continue
-            cursor.apply(self._models[model_id].window, None)
+            self._models[model_id].apply_joins(cursor, None)
             touched.add(model_id)
         return submitted, touched
 

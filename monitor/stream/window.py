@@ -70,6 +70,21 @@ class RecordBatch:
         )
 
     @classmethod
+    def concat(cls, parts: Sequence[RecordBatch]) -> RecordBatch:
+        """The records of ``parts``, one after the other."""
+        if len(parts) == 1:
+            return parts[0]
+        return RecordBatch(
+            np.concatenate([p.seq for p in parts]),
+            np.concatenate([p.event_time for p in parts]),
+            {a: np.concatenate([p.groups[a] for p in parts]) for a in parts[0].groups},
+            np.concatenate([p.label for p in parts]),
+            np.concatenate([p.decision for p in parts]),
+            np.concatenate([p.score for p in parts]),
+            np.concatenate([p.delay for p in parts if p.delay is not None]),
+        )
+
+    @classmethod
     def from_table(
         cls,
         table: pa.Table,
@@ -167,36 +182,44 @@ class ModelWindow:
                 fn = table.add if sign > 0 else table.remove
                 fn(batch.groups[attr], label, batch.decision, batch.score)
 
-    def join(self, seqs: np.ndarray, labels: np.ndarray, delays: np.ndarray) -> int:
+    def join(
+        self, seqs: np.ndarray, labels: np.ndarray, delays: np.ndarray
+    ) -> tuple[np.ndarray, RecordBatch | None]:
         """Outcomes of predictions (by sequence number, ascending): each one still in the
-        window moves from ``pending`` to ``tables`` with its label; returns how many.
+        window moves from ``pending`` to ``tables`` with its label. Returns which of them
+        joined (a mask over ``seqs``) and the records they joined, with their labels now,
+        in the order of ``seqs`` (None: none; the certified blocks count them:
+        monitor.stream.certified_blocks).
 
         A record no longer in the window (evicted, or too old for it) is left alone: its
         label is stored and a rebuilt window at a later position has it where it belongs.
         """
+        found = np.zeros(len(seqs), dtype=bool)
         if not len(seqs) or not self._batches:
-            return 0
+            return found, None
         firsts = np.array([int(b.seq[0]) for b in self._batches], dtype=np.int64)
         where = np.searchsorted(firsts, seqs, side="right") - 1
-        moved = 0
+        parts = []
         for k in np.unique(where[where >= 0]):
             b = self._batches[int(k)]
-            mine = where == k
+            mine = np.flatnonzero(where == k)  # the outcomes that may be in this batch
             idx = np.searchsorted(b.seq, seqs[mine])
             inside = idx < len(b)
-            idx, lab, dl = idx[inside], labels[mine][inside], delays[mine][inside]
-            hit = b.seq[idx] == seqs[mine][inside]
-            idx, lab, dl = idx[hit], lab[hit], dl[hit]
+            mine, idx = mine[inside], idx[inside]
+            hit = b.seq[idx] == seqs[mine]
+            mine, idx = mine[hit], idx[hit]
             fresh = b.label[idx] < 0
-            idx, lab, dl = idx[fresh], lab[fresh], dl[fresh]
+            mine, idx = mine[fresh], idx[fresh]
             if not len(idx):
                 continue
             self._apply_to(self.pending, b.take(idx), -1, pending=True)
-            b.label[idx] = lab
-            b.delay[idx] = np.maximum(dl, 0)  # type: ignore[index]  # never None after __post_init__
-            self._apply_to(self.tables, b.take(idx), +1)
-            moved += len(idx)
-        return moved
+            b.label[idx] = labels[mine]
+            b.delay[idx] = np.maximum(delays[mine], 0)  # type: ignore[index]  # never None after __post_init__
+            joined = b.take(idx)
+            self._apply_to(self.tables, joined, +1)
+            found[mine] = True
+            parts.append(joined)
+        return found, RecordBatch.concat(parts) if parts else None
 
     def add(self, batch: RecordBatch) -> int:
         """Add newly stored records (arrival order); returns how many entered the window."""

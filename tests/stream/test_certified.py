@@ -12,7 +12,8 @@ import pytest
 from consumers.base import Origin
 from monitor.bench.synthetic import synthetic_window
 from monitor.config import config_from_mapping
-from monitor.core.certify import CertifiedGrid, block_counts
+from monitor.core.certified_grid import CertifiedGrid
+from monitor.core.certify import block_counts
 from monitor.core.counts import CountTable
 from monitor.core.outcome_split import needs_label
 from monitor.core.tables import attribute_groups

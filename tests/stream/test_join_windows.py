@@ -41,12 +41,20 @@ def test_the_cursor_joins_up_to_each_position_once_in_seq_order():
     assert w.with_outcome == 0
     cursor.apply(w, 5)  # none counts before 10
     assert w.with_outcome == 0 and cursor.done == 0
-    cursor.apply(w, 20)  # label_pos <= 20: three
+    joined = cursor.apply(w, 20)  # label_pos <= 20: three
     assert w.with_outcome == 3 and cursor.done == 3
-    cursor.apply(w, 20)  # again: nothing twice
+    assert joined is not None  # in seq order, with the records they joined (certified blocks)
+    label_pos, found, records = joined
+    assert label_pos.tolist() == [20, 20, 10] and found.all()
+    assert records is not None and records.seq.tolist() == [3, 7, 9]
+    assert records.label.tolist() == [0, 1, 1]
+    assert cursor.apply(w, 20) is None  # again: nothing twice
     assert w.with_outcome == 3 and cursor.done == 3
     cursor.apply(w, None)  # the rest
     assert w.with_outcome == 5 and cursor.done == 5
+    gone = JoinCursor((np.array([999]), np.array([1]), np.zeros(1), np.array([50])))
+    label_pos, found, records = gone.apply(w, None) or (None, None, None)
+    assert label_pos is not None and not found.any() and records is None  # not in the window
 
 
 def test_a_models_clock_moves_to_its_latest_scoring_time_and_never_back():

@@ -27,17 +27,6 @@ def _batch(rng, start_seq, n, cfg, t0_ns=0, spread_days=0.0):
     )
 
 
-def _concat(batches):
-    return RecordBatch(
-        np.concatenate([b.seq for b in batches]),
-        np.concatenate([b.event_time for b in batches]),
-        {k: np.concatenate([b.groups[k] for b in batches]) for k in batches[0].groups},
-        np.concatenate([b.label for b in batches]),
-        np.concatenate([b.decision for b in batches]),
-        np.concatenate([b.score for b in batches]),
-    )
-
-
 def _expected_tables(records, cfg):
     return {
         a.name: CountTable.from_records(
@@ -57,7 +46,7 @@ def test_count_window_holds_exactly_the_last_records(sizes, seed):
         seq += n
         batches.append(b)
         w.add(b)
-        everything = _concat(batches)
+        everything = RecordBatch.concat(batches)
         last = everything.take(slice(max(0, len(everything) - 50), None))
         assert w.n == len(last) and w.arrivals == len(everything)
         assert np.array_equal(w.seqs(), last.seq)
@@ -79,7 +68,7 @@ def test_time_window_keeps_the_horizon_and_counts_old_events(starts, seed):
         entered.append(b.take(b.event_time >= cutoff_at_arrival))
         w.add(b)
         cutoff = latest - 2 * 86_400e9
-        kept = _concat(entered)
+        kept = RecordBatch.concat(entered)
         kept = kept.take(kept.event_time >= cutoff)
         assert w.tables == _expected_tables(kept, CFG_TIME)
         assert w.old_events == sum(len(x) for x in seen) - sum(len(x) for x in entered)
