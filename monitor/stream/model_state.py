@@ -56,7 +56,7 @@ class ModelView:
     groups: Mapping[str, Mapping[str, GroupSummary]] = field(default_factory=dict)
     #: what the model publishes (window size and groups as last released)
     published: PublishedModel = field(default_factory=PublishedModel)
-    #: outcome coverage of the window now (issue 23): predictions, with an outcome,
+    #: outcome coverage of the window now (outcomes later): predictions, with an outcome,
     #: expired, delay histogram, per attribute and group (monitor.stream.window)
     coverage: WindowCoverage | None = None
 
