@@ -175,7 +175,7 @@ def pooled_columns(r: CellResult) -> dict[str, Any]:
 
 def _pooled_from_row(d: Mapping[str, Any]) -> tuple[Estimate | None, Estimate | None, str]:
     """(pooled estimate, raw estimate beside a pooled verdict, verdict basis) of a row."""
-    if d.get("pooled_value", "") == "" and "pooled_point_verdict" not in d:
+    if not d.get("pooled_point_verdict"):  # no pooled estimate (a CSV row holds "")
         return None, None, "raw"
     pooled = Estimate(
         as_float(d.get("pooled_value")), str(d.get("pooled_point_verdict") or ""), 0,
